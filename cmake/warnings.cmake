@@ -1,0 +1,21 @@
+# Project-wide warnings; third-party headers come in as SYSTEM so they never trip these.
+set(DP_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
+    -Wimplicit-fallthrough)
+if(DUALPATH_WERROR)
+  list(APPEND DP_WARNINGS -Werror)
+endif()
+
+if(DUALPATH_SANITIZE)
+  string(REPLACE "," ";" _dp_sans "${DUALPATH_SANITIZE}")
+  foreach(_s IN LISTS _dp_sans)
+    add_compile_options(-fsanitize=${_s})
+    add_link_options(-fsanitize=${_s})
+  endforeach()
+  add_compile_options(-fno-omit-frame-pointer -fno-sanitize-recover=all)
+endif()
+
+# dp_target_defaults(target): warnings and include paths every project target gets.
+function(dp_target_defaults target)
+  target_compile_options(${target} PRIVATE ${DP_WARNINGS})
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+endfunction()

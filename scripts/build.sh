@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Configures and builds one variant of dualpath into build/ (or build-<variant>/).
+#   scripts/build.sh            release-with-debug-info build in build/
+#   scripts/build.sh asan       ASan+UBSan build in build-asan/
+#   scripts/build.sh tsan       TSan build in build-tsan/
+# Extra arguments go to the build tool (e.g. a target name).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+variant="${1:-default}"; shift || true
+jobs="${DUALPATH_JOBS:-$(nproc)}"
+case "$variant" in
+  default) dir=build; extra=() ;;
+  asan) dir=build-asan; extra=(-DDUALPATH_SANITIZE=address,undefined -DDUALPATH_BUILD_BENCHMARKS=OFF) ;;
+  tsan) dir=build-tsan; extra=(-DDUALPATH_SANITIZE=thread -DDUALPATH_BUILD_BENCHMARKS=OFF) ;;
+  *) echo "build.sh: unknown variant '$variant' (use default, asan or tsan)" >&2; exit 2 ;;
+esac
+werror=OFF; [ "${CI:-}" = "true" ] && werror=ON
+[ -f "$dir/build.ninja" ] || cmake -S . -B "$dir" -G Ninja -DDUALPATH_WERROR="$werror" "${extra[@]}" >/dev/null
+cmake --build "$dir" -j "$jobs" "$@"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command of README.md: installs dependencies, builds with warnings as errors, runs every
+# test, then runs the whole suite again under ASan+UBSan and the concurrent parts under TSan.
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh quick      the default build's tests only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+export CI="${CI:-true}"   # warnings are errors in tests
+./scripts/build.sh default
+(cd build && ctest --output-on-failure -j 2)
+[ "${1:-}" = "quick" ] && exit 0
+./scripts/build.sh asan
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --output-on-failure -j 2 -LE no-asan)
+if (cd build && ctest -N -L tsan | grep -q "Total Tests: [1-9]"); then
+  ./scripts/build.sh tsan
+  (cd build-tsan && TSAN_OPTIONS="suppressions=$PWD/../scripts/tsan.supp" ctest --output-on-failure -j 2 -L tsan)
+fi

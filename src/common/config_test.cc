@@ -1,0 +1,69 @@
+#include "common/config.h"
+
+#include <gtest/gtest.h>
+
+namespace dualpath {
+namespace {
+
+TEST(Config, ReadsTypedValuesAndFallsBackToDefaults) {
+  auto cfg = Config::from_string("[cluster]\nsnic_gbps = 400\nmode = \"full\"\n", "t.toml");
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  EXPECT_DOUBLE_EQ(cfg->positive_number("cluster.snic_gbps", 1), 400.0);
+  EXPECT_EQ(cfg->choice("cluster.mode", "basic", {"basic", "full"}), "full");
+  EXPECT_EQ(cfg->integer("cluster.nodes", 3, 1, 10), 3);
+  EXPECT_TRUE(cfg->finish().is_ok());
+}
+
+TEST(Config, NegativeBandwidthNamesKeyValueAndFix) {
+  auto cfg = Config::from_string("[cluster]\nsnic_gbps = -5\n", "c.toml");
+  ASSERT_TRUE(cfg.is_ok());
+  cfg->positive_number("cluster.snic_gbps", 400, "the storage NIC speed in Gb/s");
+  Status s = cfg->finish();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("cluster.snic_gbps"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("-5"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("positive"), std::string::npos) << s.message();
+}
+
+TEST(Config, UnknownKeyIsReportedWithSuggestion) {
+  auto cfg = Config::from_string("[cluster]\nsnic_gpbs = 400\n", "c.toml");
+  ASSERT_TRUE(cfg.is_ok());
+  cfg->positive_number("cluster.snic_gbps", 400);
+  Status s = cfg->finish();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("snic_gpbs"), std::string::npos);
+  EXPECT_NE(s.message().find("did you mean 'cluster.snic_gbps'"), std::string::npos)
+      << s.message();
+}
+
+TEST(Config, BadChoiceListsAllowedValues) {
+  auto cfg = Config::from_string("mode = \"ful\"\n", "c.toml");
+  ASSERT_TRUE(cfg.is_ok());
+  cfg->choice("mode", "basic", {"basic", "full"});
+  Status s = cfg->finish();
+  EXPECT_NE(s.message().find("did you mean 'full'"), std::string::npos) << s.message();
+}
+
+TEST(Config, SyntaxErrorGivesLine) {
+  auto cfg = Config::from_string("[cluster\n", "bad.toml");
+  ASSERT_FALSE(cfg.is_ok());
+  EXPECT_NE(cfg.status().message().find("bad.toml:1"), std::string::npos)
+      << cfg.status().message();
+}
+
+TEST(Config, MissingFileIsNotFound) {
+  auto cfg = Config::from_file("/nonexistent/dir/x.toml");
+  ASSERT_FALSE(cfg.is_ok());
+  EXPECT_TRUE(cfg.status().is_not_found()) << cfg.status().to_string();
+}
+
+TEST(Config, CommaSeparatedStringIsAList) {
+  auto cfg = Config::from_string("data_paths = \"/a,/b\"\n", "c.toml");
+  ASSERT_TRUE(cfg.is_ok());
+  auto v = cfg->string_list("data_paths", {});
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[1], "/b");
+}
+
+}  // namespace
+}  // namespace dualpath
