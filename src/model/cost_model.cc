@@ -1,0 +1,99 @@
+#include "model/cost_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace dualpath::model {
+
+Status Efficiency::validate() const {
+  auto frac = [](double v, const char* key) -> Status {
+    if (v > 0 && v <= 1) return Status::ok();
+    return Status::invalid_argument(
+        fmt::format("efficiency.{} = {} must be in (0, 1]; it is a fraction of peak", key, v));
+  };
+  DP_RETURN_IF_ERROR(frac(linear_mfu, "linear_mfu"));
+  DP_RETURN_IF_ERROR(frac(attention_mfu, "attention_mfu"));
+  DP_RETURN_IF_ERROR(frac(decode_mbu, "decode_mbu"));
+  if (layer_overhead_s < 0 || decode_step_overhead_s < 0)
+    return Status::invalid_argument(
+        "efficiency.layer_overhead_s and decode_step_overhead_s must be >= 0 seconds");
+  return Status::ok();
+}
+
+CostModel::CostModel(ModelSpec model, HardwareSpec hw, Efficiency eff)
+    : model_(std::move(model)), hw_(std::move(hw)), eff_(eff) {}
+
+double CostModel::linear_peak() const {
+  // FP8 weights run on the FP8 tensor cores; BF16/fp32 models on BF16 ones.
+  return model_.weight_bytes_per_param <= 1.0 ? hw_.fp8_flops : hw_.bf16_flops;
+}
+
+double CostModel::attention_s(const PrefillWork& w) const {
+  return model_.attention_flops_for(w.cached_tokens, w.new_tokens) /
+         (eff_.attention_mfu * hw_.bf16_flops);
+}
+
+double CostModel::attention_s(std::span<const PrefillWork> batch) const {
+  double s = 0;
+  for (const auto& w : batch) s += attention_s(w);
+  return s;
+}
+
+double CostModel::linear_s(double new_tokens) const {
+  return 2.0 * static_cast<double>(model_.active_params) * new_tokens /
+         (eff_.linear_mfu * linear_peak());
+}
+
+double CostModel::prefill_s(std::span<const PrefillWork> batch) const {
+  double tokens = 0;
+  for (const auto& w : batch) tokens += static_cast<double>(w.new_tokens);
+  return pass_overhead_s() + attention_s(batch) + linear_s(tokens);
+}
+
+double CostModel::group_pass_s(double max_attention_s, double total_new_tokens,
+                               int group_size) const {
+  return pass_overhead_s() + max_attention_s +
+         linear_s(total_new_tokens / std::max(group_size, 1));
+}
+
+double CostModel::decode_step_s(int batch, double context_tokens_sum, int ep_size) const {
+  if (batch <= 0) return 0.0;
+  double weights = model_.weight_bytes() / std::max(ep_size, 1);
+  // Per request and layer, attention reads the selected keys' cache (all of them unless sparse)
+  // and, with DSA, the indexer keys of the whole context.
+  double avg_ctx = context_tokens_sum / batch;
+  double attended = model_.topk > 0 ? std::min<double>(avg_ctx, model_.topk) : avg_ctx;
+  double kv_read = batch * attended * static_cast<double>(model_.kv_bytes_per_token()) +
+                   context_tokens_sum * model_.indexer_bytes_per_token_per_layer * model_.layers;
+  double mem_s = (weights + kv_read) / (eff_.decode_mbu * hw_.hbm_bytes_per_s);
+  double flops = 2.0 * static_cast<double>(model_.active_params) * batch +
+                 batch * model_.attention_flops_per_token(static_cast<int64_t>(avg_ctx));
+  double compute_s = flops / (eff_.linear_mfu * linear_peak());
+  return eff_.decode_step_overhead_s + std::max(mem_s, compute_s);
+}
+
+double CostModel::hbm_kv_budget_bytes(int ep_size, double reserved_bytes) const {
+  double weights = model_.weight_bytes() / std::max(ep_size, 1);
+  return std::max(0.0, hw_.hbm_bytes - weights - reserved_bytes);
+}
+
+double CostModel::cache_compute_ratio(int64_t ctx, int64_t append) const {
+  double kv_gb = static_cast<double>(ctx) * static_cast<double>(model_.kv_bytes_per_token()) / 1e9;
+  // PAPER.md §13.1: FLOPs of the appended tokens, each charged attention at the prefix length.
+  double pflop = static_cast<double>(append) *
+                 (2.0 * static_cast<double>(model_.active_params) +
+                  model_.attention_flops_per_token(ctx)) /
+                 1e15;
+  return kv_gb / pflop;
+}
+
+double CostModel::prefill_tokens_per_s(int64_t cached, int64_t new_tokens, int batch) const {
+  std::vector<PrefillWork> b(static_cast<size_t>(std::max(batch, 1)), PrefillWork{cached, new_tokens});
+  double t = prefill_s(b);
+  return t > 0 ? static_cast<double>(batch) * static_cast<double>(cached + new_tokens) / t : 0.0;
+}
+
+}  // namespace dualpath::model

@@ -1,0 +1,88 @@
+#pragma once
+// CostModel: GPU time of prefill batches and decode iterations, from a ModelSpec, a HardwareSpec
+// and a few named efficiency factors (docs/calibration.md says where each comes from). Shared by
+// the simulator and the live system's modeled backend: one formula, one place.
+//
+// Prefill (one engine = one GPU; DP attention, EP MoE, PAPER.md §8.4):
+//   pass(batch on an EP group) = layers * layer_overhead_s            fixed per forward pass
+//                              + max over GPUs of attention(its pairs) DP attention, unequal
+//                              + linear(total new tokens / group size) MoE/FFN, EP-balanced
+//   attention(cached, new)    = attention FLOPs / (attention_mfu * BF16 peak)
+//   linear(tokens)            = 2 * active_params * tokens / (linear_mfu * peak of the weights)
+// Decode (one DE GPU, one iteration of `batch` requests with `context` tokens in all):
+//   step = decode_step_overhead_s + (weights / ep + KV read) / (decode_mbu * HBM bandwidth)
+//        + 2 * active_params * batch / (linear_mfu * peak)
+// Thread-compatible; pure.
+
+#include <cstdint>
+#include <span>
+
+#include "model/hardware_spec.h"
+#include "model/model_spec.h"
+
+namespace dualpath::model {
+
+// The named efficiency factors. Defaults are the values fitted once (docs/calibration.md).
+struct Efficiency {
+  // Fraction of tensor peak reached by projections, FFN and MoE in prefill. Fitted to the DS 660B
+  // 64K 2P4D DualPath JCT at 1024 agents (PAPER.md §10.1: ~2,917 s).
+  double linear_mfu = 0.40;
+  // Fraction of BF16 peak reached by attention. Not fitted: FlashMLA's measured 640 TFLOP/s
+  // sparse prefill on H800 (PAPER.md §13.3) = 0.647 of 989.
+  double attention_mfu = 0.647;
+  // Fixed cost per layer per forward pass (kernel launches, EP dispatch/combine latency, the
+  // sync before MoE). Fitted to the shape of PAPER.md Fig. 3 right (batch 1 -> 20: ~3.0x).
+  double layer_overhead_s = 0.0024;
+  // Fixed cost of one decode iteration (EP all-to-all latency over all layers, sampling).
+  // Fitted to Table 3's TPOT (2P4D, 0.4 APS: 39 ms).
+  double decode_step_overhead_s = 0.030;
+  // Fraction of HBM bandwidth reached by decode reads. Not fitted: FlashMLA's 3,000 of 3,350 GB/s.
+  double decode_mbu = 0.9;
+
+  Status validate() const;
+};
+
+struct PrefillWork {
+  int64_t cached_tokens = 0;  // KV available (storage hit or an earlier chunk)
+  int64_t new_tokens = 0;     // tokens computed now (bsz in PAPER.md §8.4)
+};
+
+class CostModel {
+ public:
+  CostModel(ModelSpec model, HardwareSpec hw, Efficiency eff = {});
+
+  const ModelSpec& model() const { return model_; }
+  const HardwareSpec& hardware() const { return hw_; }
+  const Efficiency& efficiency() const { return eff_; }
+
+  double attention_s(const PrefillWork& w) const;
+  double attention_s(std::span<const PrefillWork> batch) const;
+  double linear_s(double new_tokens) const;
+  double pass_overhead_s() const { return model_.layers * eff_.layer_overhead_s; }
+  // One GPU running `batch` alone (an EP group of one, or perfectly balanced peers).
+  double prefill_s(std::span<const PrefillWork> batch) const;
+  // A forward pass of an EP group: the slowest GPU's attention plus the shared MoE time.
+  double group_pass_s(double max_attention_s, double total_new_tokens, int group_size) const;
+
+  // One decode iteration on one DE GPU; `ep_size` DE GPUs share the weights.
+  double decode_step_s(int batch, double context_tokens_sum, int ep_size) const;
+
+  // KV bytes per GPU HBM available to a non-layerwise prefill batch: HBM minus the weights
+  // share minus `reserved_bytes` (activations, workspace).
+  double hbm_kv_budget_bytes(int ep_size, double reserved_bytes) const;
+
+  // Cache-compute ratio in GB per PFLOP (PAPER.md §1, §13.1): the KV of a `ctx`-token prefix
+  // over the FLOPs of `append` new tokens. Counts the attention cache only, as the paper does.
+  double cache_compute_ratio(int64_t ctx, int64_t append = 429) const;
+
+  // Prompt tokens per second one GPU sustains on requests of this shape (for beta, PAPER §8.5).
+  double prefill_tokens_per_s(int64_t cached, int64_t new_tokens, int batch) const;
+
+ private:
+  double linear_peak() const;
+  ModelSpec model_;
+  HardwareSpec hw_;
+  Efficiency eff_;
+};
+
+}  // namespace dualpath::model
