@@ -1,0 +1,61 @@
+#include "sched/de_scheduler.h"
+
+namespace dualpath::sched {
+
+int pick_de_group(std::span<const int64_t> group_tok_sums) {
+  int best = -1;
+  for (int g = 0; g < static_cast<int>(group_tok_sums.size()); ++g) {
+    if (best < 0 || group_tok_sums[static_cast<size_t>(g)] < group_tok_sums[static_cast<size_t>(best)])
+      best = g;
+  }
+  return best;
+}
+
+std::vector<Assignment> schedule_de(std::deque<RequestInfo>& queue,
+                                    std::vector<DeEngineLoad>& engines, const DeParams& params) {
+  std::vector<Assignment> assigned;
+  if (engines.empty() || queue.empty()) return assigned;
+
+  // R: the longest prefix of the queue that fits in the group's free HBM, ignoring fragmentation.
+  double free_hbm = 0;
+  int64_t tok_sum = 0;
+  for (const auto& e : engines) {
+    free_hbm += e.free_hbm_bytes;
+    tok_sum += e.tok;
+  }
+  int64_t prefix_len = 0;
+  double need = 0;
+  for (const auto& r : queue) {
+    if (need + r.hbm_need_bytes > free_hbm) break;
+    need += r.hbm_need_bytes;
+    prefix_len += r.tokens;
+  }
+  const double z = params.z_factor * static_cast<double>(prefix_len + tok_sum) /
+                   static_cast<double>(engines.size());
+
+  while (!queue.empty()) {
+    const RequestInfo& r = queue.front();
+    int best_low = -1;   // fits and stays under Z: balance requests (seq)
+    int best_high = -1;  // fits but goes over Z: balance tokens
+    for (int e = 0; e < static_cast<int>(engines.size()); ++e) {
+      const DeEngineLoad& load = engines[static_cast<size_t>(e)];
+      if (load.free_hbm_bytes < r.hbm_need_bytes) continue;
+      if (static_cast<double>(load.tok + r.tokens) <= z) {
+        if (best_low < 0 || load.seq < engines[static_cast<size_t>(best_low)].seq) best_low = e;
+      } else if (best_high < 0 || load.tok < engines[static_cast<size_t>(best_high)].tok) {
+        best_high = e;
+      }
+    }
+    int de = best_low >= 0 ? best_low : best_high;
+    if (de < 0) break;  // no engine has HBM for the head: end the fetch (head-of-line, as paper)
+    DeEngineLoad& load = engines[static_cast<size_t>(de)];
+    load.tok += r.tokens;
+    load.seq += 1;
+    load.free_hbm_bytes -= r.hbm_need_bytes;
+    assigned.push_back({r.id, de});
+    queue.pop_front();
+  }
+  return assigned;
+}
+
+}  // namespace dualpath::sched

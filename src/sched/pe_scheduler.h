@@ -1,0 +1,31 @@
+#pragma once
+// PE scheduling, PAPER.md §8.1 Algorithm 1 (arXiv v2). Pure; thread-compatible.
+
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "sched/scheduler_types.h"
+
+namespace dualpath::sched {
+
+struct PeParams {
+  // alpha: a node's read queue counts as short when it holds at most this many tokens
+  // (PAPER.md §8.5: the tokens the node can read in 3 s).
+  int64_t alpha_tokens = 0;
+  // beta: an engine with more unfinished tokens than this is overloaded and gets nothing
+  // (the tokens one GPU processes in 5 s).
+  int64_t beta_tokens = 0;
+};
+
+// One fetch of a PE group: pops requests from the front of the global FIFO `queue` while some
+// engine of `engines` is not overloaded; engines on nodes with a short read queue come first,
+// then the one with the fewest tokens. `read_q_tokens` is indexed by PeEngineLoad::node.
+// Updates `engines` (tok, seq) after each assignment, so categories are re-evaluated per request
+// (PAPER.md §12 item 4). read_q is not changed here: the path is not chosen yet.
+std::vector<Assignment> schedule_pe(std::deque<RequestInfo>& queue,
+                                    std::vector<PeEngineLoad>& engines,
+                                    std::span<const int64_t> read_q_tokens,
+                                    const PeParams& params);
+
+}  // namespace dualpath::sched

@@ -1,0 +1,152 @@
+// Hand-made cases for the scheduling policies (PAPER.md §8).
+#include <gtest/gtest.h>
+
+#include "sched/batcher.h"
+#include "sched/de_scheduler.h"
+#include "sched/path_choice.h"
+#include "sched/pe_scheduler.h"
+
+namespace dualpath::sched {
+namespace {
+
+std::deque<RequestInfo> requests(std::initializer_list<int64_t> tokens, double hbm = 1.0) {
+  std::deque<RequestInfo> q;
+  int64_t id = 0;
+  for (int64_t t : tokens) q.push_back({id++, t, hbm});
+  return q;
+}
+
+TEST(PeScheduler, PrefersEnginesWhoseNodeHasAShortReadQueue) {
+  // Engine 0 on node 0 (long read queue) has fewer tokens than engine 1 on node 1 (short queue):
+  // the short-queue engine still wins, because its SNIC would otherwise idle.
+  std::vector<PeEngineLoad> engines = {{0, 0, 10}, {1, 0, 500}};
+  std::vector<int64_t> read_q = {5000, 100};
+  auto q = requests({100});
+  auto a = schedule_pe(q, engines, read_q, {.alpha_tokens = 1000, .beta_tokens = 10000});
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].engine, 1);
+  EXPECT_EQ(engines[1].tok, 600);
+  EXPECT_EQ(engines[1].seq, 1);
+}
+
+TEST(PeScheduler, PicksFewestTokensWithinACategory) {
+  std::vector<PeEngineLoad> engines = {{0, 0, 300}, {0, 0, 100}, {0, 0, 200}};
+  std::vector<int64_t> read_q = {0};
+  auto q = requests({50, 50, 50});
+  auto a = schedule_pe(q, engines, read_q, {.alpha_tokens = 10, .beta_tokens = 10000});
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].engine, 1);  // 100 -> 150
+  EXPECT_EQ(a[1].engine, 1);  // 150 < 200: still the least -> 200
+  EXPECT_EQ(a[2].engine, 1);  // 200 ties engine 2's 200: the lower index wins
+  EXPECT_EQ(engines[1].tok, 250);
+}
+
+TEST(PeScheduler, StopsWhenEveryEngineIsOverloadedAndKeepsTheRestQueued) {
+  std::vector<PeEngineLoad> engines = {{0, 0, 900}, {0, 0, 950}};
+  std::vector<int64_t> read_q = {0};
+  auto q = requests({200, 200, 200});
+  auto a = schedule_pe(q, engines, read_q, {.alpha_tokens = 10, .beta_tokens = 1000});
+  // 900 -> 1100 (now overloaded), 950 -> 1150 (overloaded), then nothing.
+  EXPECT_EQ(a.size(), 2u);
+  EXPECT_EQ(q.size(), 1u);
+  EXPECT_EQ(q.front().id, 2);
+}
+
+TEST(PeScheduler, FallsBackToLongQueueEnginesWhenNoShortOneIsFree) {
+  std::vector<PeEngineLoad> engines = {{0, 0, 2000}, {1, 0, 10}};
+  std::vector<int64_t> read_q = {0, 9999};
+  auto q = requests({10});
+  auto a = schedule_pe(q, engines, read_q, {.alpha_tokens = 100, .beta_tokens = 1000});
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].engine, 1);  // engine 0 is overloaded although its queue is short
+}
+
+TEST(DeScheduler, PhaseOneSendsToTheLeastLoadedGroup) {
+  std::vector<int64_t> sums = {500, 200, 200, 900};
+  EXPECT_EQ(pick_de_group(sums), 1);
+  EXPECT_EQ(pick_de_group(std::vector<int64_t>{}), -1);
+}
+
+TEST(DeScheduler, BalancesRequestsUnderZThenTokensAbove) {
+  // Two engines, equal tokens, engine 1 has fewer requests: under Z, fewest requests wins.
+  std::vector<DeEngineLoad> engines = {{5, 1000, 100.0}, {1, 1000, 100.0}};
+  auto q = requests({100});
+  auto a = schedule_de(q, engines, {});
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].engine, 1);
+}
+
+TEST(DeScheduler, AboveZGoesToFewestTokens) {
+  // Z = 1.05 * (10000 + 0 + 3000) / 2 = 6825: both engines would exceed it with 10000 tokens.
+  std::vector<DeEngineLoad> engines = {{0, 0, 100.0}, {9, 3000, 100.0}};
+  auto q = requests({10000});
+  auto a = schedule_de(q, engines, {});
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].engine, 0);
+}
+
+TEST(DeScheduler, EndsTheFetchWhenNoEngineHasHbmForTheHead) {
+  std::vector<DeEngineLoad> engines = {{0, 0, 5.0}, {0, 0, 5.0}};
+  auto q = requests({10, 10, 10}, 4.0);
+  auto a = schedule_de(q, engines, {});
+  EXPECT_EQ(a.size(), 2u);  // one per engine; the third finds no room
+  EXPECT_EQ(q.size(), 1u);
+  EXPECT_NE(a[0].engine, a[1].engine);
+}
+
+TEST(PathChoice, PicksDecodeSideWhenItsReadQueueIsShorter) {
+  EXPECT_EQ(choose_read_path(1000, 10), ReadPath::kDe);
+  EXPECT_EQ(choose_read_path(10, 1000), ReadPath::kPe);
+  EXPECT_EQ(choose_read_path(10, 10), ReadPath::kPe);
+}
+
+TEST(RoundRobin, CyclesOverChoices) {
+  RoundRobin rr;
+  EXPECT_EQ(rr.next(3), 0);
+  EXPECT_EQ(rr.next(3), 1);
+  EXPECT_EQ(rr.next(3), 2);
+  EXPECT_EQ(rr.next(3), 0);
+}
+
+model::CostModel ds660b() {
+  return model::CostModel(*model::model_preset("ds660b"), *model::hardware_preset("h800"));
+}
+
+TEST(QuotaBatcher, TakesWholeRequestsWhileAttentionFitsTheQuota) {
+  auto cost = ds660b();
+  std::vector<model::PrefillWork> fifo(10, {30000, 400});
+  double one = cost.attention_s(fifo[0]);
+  auto b = plan_quota_batch(fifo, cost, 3.5 * one);
+  // Three whole requests, then the fourth chunked to the half request that still fits.
+  ASSERT_EQ(b.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(b[static_cast<size_t>(i)].new_tokens, 400);
+  EXPECT_GT(b[3].new_tokens, 150);
+  EXPECT_LT(b[3].new_tokens, 400);
+  double total = 0;
+  for (const auto& it : b) total += cost.attention_s({it.cached_tokens, it.new_tokens});
+  EXPECT_LE(total, 3.5 * one + 1e-12);
+  // The chunk is the largest that fits: one more token would exceed the quota.
+  double over = total - cost.attention_s({b[3].cached_tokens, b[3].new_tokens}) +
+                cost.attention_s({b[3].cached_tokens, b[3].new_tokens + 1});
+  EXPECT_GT(over, 3.5 * one);
+}
+
+TEST(QuotaBatcher, AHugeFirstRequestIsChunkedNotSkipped) {
+  auto cost = ds660b();
+  std::vector<model::PrefillWork> fifo = {{0, 1'000'000}};
+  auto b = plan_quota_batch(fifo, cost, 0.3);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_GE(b[0].new_tokens, 1);
+  EXPECT_LT(b[0].new_tokens, 1'000'000);
+}
+
+TEST(CapacityBatcher, StopsAtTheHbmBudget) {
+  std::vector<model::PrefillWork> fifo(5, {900, 100});
+  auto b = plan_capacity_batch(fifo, 1.0, 2500.0, 100);
+  EXPECT_EQ(b.size(), 2u);
+  auto one = plan_capacity_batch(fifo, 1.0, 10.0, 100);
+  EXPECT_EQ(one.size(), 1u);  // the first always joins
+}
+
+}  // namespace
+}  // namespace dualpath::sched

@@ -1,0 +1,41 @@
+#pragma once
+// The scheduler's view of requests and engines: plain load snapshots, no I/O, no clock
+// (DESIGN.md sched/). The simulator and the live scheduler service build these from their state.
+
+#include <cstdint>
+
+namespace dualpath::sched {
+
+// A request as the scheduler sees it. tokens(r) = len_r = prompt tokens (PAPER.md §12 item 2:
+// we balance prompt tokens, cached and new, because disk reads, transfers and attention all
+// scale with them).
+struct RequestInfo {
+  int64_t id = 0;
+  int64_t tokens = 0;
+  double hbm_need_bytes = 0;  // DE HBM this request needs at decode start (prompt + generation)
+};
+
+struct Assignment {
+  int64_t request_id = 0;
+  int engine = 0;  // index into the engines snapshot passed in
+};
+
+// PE-side load (PAPER.md §8): seq_e unfinished requests, tok_e their tokens, n(e) the node.
+struct PeEngineLoad {
+  int node = 0;
+  int64_t seq = 0;
+  int64_t tok = 0;
+};
+
+// DE-side load: as PE, plus the engine's free HBM.
+struct DeEngineLoad {
+  int64_t seq = 0;
+  int64_t tok = 0;
+  double free_hbm_bytes = 0;
+};
+
+enum class ReadPath { kPe, kDe };
+
+inline const char* read_path_name(ReadPath p) { return p == ReadPath::kPe ? "pe" : "de"; }
+
+}  // namespace dualpath::sched
