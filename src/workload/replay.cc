@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "workload/rng.h"
 #include "workload/shape.h"
@@ -126,7 +127,7 @@ Result<std::vector<Agent>> make_online_agents(const Dataset& ds,
     return Status::invalid_argument(fmt::format(
         "online replay for {} s; the duration must be a positive number of seconds", duration_s));
   }
-  return online(ds, agents_per_s, duration_s, INT64_MAX, seed, options);
+  return online(ds, agents_per_s, duration_s, std::numeric_limits<int64_t>::max(), seed, options);
 }
 
 Result<std::vector<Agent>> make_online_agents_count(const Dataset& ds,
@@ -138,7 +139,7 @@ Result<std::vector<Agent>> make_online_agents_count(const Dataset& ds,
     return Status::invalid_argument(
         fmt::format("online replay with {} agents; ask for at least 1 agent", n_agents));
   }
-  return online(ds, agents_per_s, INFINITY, n_agents, seed, options);
+  return online(ds, agents_per_s, std::numeric_limits<double>::infinity(), n_agents, seed, options);
 }
 
 }  // namespace dualpath::workload
