@@ -1,0 +1,260 @@
+#include "store/io_worker.h"
+
+#include <fmt/format.h>
+#include <liburing.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace dualpath::store {
+namespace {
+
+// user_data tags. Op pointers are 8-byte aligned, so bit 0 marks the linked fsync of a write
+// and the small values below can never be an op.
+constexpr uint64_t kCancelTag = 0;
+constexpr uint64_t kWakeTag = 2;
+constexpr uint64_t kFsyncBit = 1;
+
+// Every op takes at most two SQEs (writev + fsync); one more for the wake read, and room for
+// cancels of every op.
+unsigned ring_entries(int queue_depth) {
+  unsigned need = static_cast<unsigned>(queue_depth) * 3 + 2;
+  unsigned entries = 8;
+  while (entries < need) entries *= 2;
+  return entries;
+}
+
+}  // namespace
+
+IoWorker::IoWorker(int queue_depth, TokenBucket* limiter)
+    : queue_depth_(queue_depth), limiter_(limiter), ring_(std::make_unique<io_uring>()) {}
+
+Result<std::unique_ptr<IoWorker>> IoWorker::start(int queue_depth, TokenBucket* limiter) {
+  if (queue_depth < 1 || queue_depth > 4096) {
+    return Status::invalid_argument(fmt::format(
+        "queue_depth {} is out of range; use 1 to 4096 (64 is a good start)", queue_depth));
+  }
+  std::unique_ptr<IoWorker> w(new IoWorker(queue_depth, limiter));
+  int rc = io_uring_queue_init(ring_entries(queue_depth), w->ring_.get(), 0);
+  if (rc < 0) {
+    w->ring_.reset();
+    return Status::unavailable(fmt::format(
+        "io_uring_queue_init({} entries) failed: {} (errno {}); io_uring may be disabled "
+        "(see /proc/sys/kernel/io_uring_disabled) or the memlock limit too low (ulimit -l)",
+        ring_entries(queue_depth), std::strerror(-rc), -rc));
+  }
+  w->wake_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (w->wake_fd_ < 0) {
+    int err = errno;
+    return Status::io_error(fmt::format("eventfd failed: {} (errno {})", std::strerror(err), err));
+  }
+  w->thread_ = std::thread([p = w.get()] { p->run(); });
+  return w;
+}
+
+IoWorker::~IoWorker() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    uint64_t one = 1;
+    ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+    (void)n;  // the eventfd counter cannot overflow with one write per call
+    thread_.join();
+  }
+  if (ring_) io_uring_queue_exit(ring_.get());
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void IoWorker::submit(std::shared_ptr<IoGroup> group) {
+  {
+    std::lock_guard lock(mu_);
+    incoming_.push_back(std::move(group));
+  }
+  uint64_t one = 1;
+  ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+  (void)n;
+}
+
+void IoWorker::cancel(IoGroup* group) {
+  {
+    std::lock_guard lock(mu_);
+    cancels_.push_back(group);
+  }
+  uint64_t one = 1;
+  ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+  (void)n;
+}
+
+void IoWorker::take_incoming() {
+  std::vector<std::shared_ptr<IoGroup>> incoming;
+  std::vector<IoGroup*> cancels;
+  {
+    std::lock_guard lock(mu_);
+    incoming.swap(incoming_);
+    cancels.swap(cancels_);
+    stopping_ = stop_;
+  }
+  for (auto& g : incoming) {
+    IoGroup* raw = g.get();
+    for (IoOp& op : raw->ops) {
+      op.group = raw;
+      pending_.push_back(&op);
+    }
+    groups_[raw] = GroupState{std::move(g), raw->ops.size()};
+    if (raw->ops.empty()) groups_.erase(raw);
+  }
+  if (stopping_) {
+    // The store is closing: nothing new starts; what is in flight finishes.
+    for (auto& [raw, state] : groups_) cancels.push_back(raw);
+  }
+  for (IoGroup* g : cancels) {
+    if (groups_.count(g) == 0) continue;  // already finished
+    std::deque<IoOp*> keep;
+    for (IoOp* op : pending_) {
+      if (op->group == g) {
+        op->result = -ECANCELED;
+        op->fsync_result = -ECANCELED;
+        finish(*op);
+      } else {
+        keep.push_back(op);
+      }
+    }
+    pending_.swap(keep);
+    auto it = groups_.find(g);
+    if (it == groups_.end()) continue;
+    for (IoOp& op : it->second.group->ops) {
+      if (op.pending_cqes == 0 || op.cancel_sent) continue;
+      io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
+      if (sqe == nullptr) {
+        io_uring_submit(ring_.get());
+        sqe = io_uring_get_sqe(ring_.get());
+      }
+      if (sqe == nullptr) break;  // the ring is full; the ops will finish on their own
+      // Reads of regular files often cannot be cancelled once issued; we still wait for them.
+      io_uring_prep_cancel64(sqe, reinterpret_cast<uint64_t>(&op), 0);
+      io_uring_sqe_set_data64(sqe, kCancelTag);
+      op.cancel_sent = true;
+    }
+  }
+}
+
+void IoWorker::fill_ring(Duration* next_start) {
+  while (!pending_.empty() && in_flight_ops_ < queue_depth_) {
+    IoOp* op = pending_.front();
+    if (limiter_ != nullptr && !limiter_->unlimited()) {
+      if (!op->reserved) {
+        op->not_before = limiter_->reserve(op->io_bytes);
+        op->reserved = true;
+      }
+      if (op->not_before > limiter_->clock().now()) {
+        *next_start = op->not_before;
+        return;
+      }
+    }
+    const int sqes = op->kind == IoOp::Kind::kWritevFsync ? 2 : 1;
+    if (io_uring_sq_space_left(ring_.get()) < static_cast<unsigned>(sqes)) {
+      io_uring_submit(ring_.get());
+      if (io_uring_sq_space_left(ring_.get()) < static_cast<unsigned>(sqes)) return;
+    }
+    pending_.pop_front();
+    io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
+    if (op->kind == IoOp::Kind::kReadv) {
+      io_uring_prep_readv(sqe, op->fd, op->iov.data(), static_cast<unsigned>(op->iov_count),
+                          static_cast<uint64_t>(op->offset_bytes));
+      io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(op));
+    } else {
+      io_uring_prep_writev(sqe, op->fd, op->iov.data(), static_cast<unsigned>(op->iov_count),
+                           static_cast<uint64_t>(op->offset_bytes));
+      io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(op));
+      // The link runs the fsync only after a complete write; a short or failed write cancels it.
+      sqe->flags |= IOSQE_IO_LINK;
+      io_uring_sqe* sync = io_uring_get_sqe(ring_.get());
+      io_uring_prep_fsync(sync, op->fd, 0);
+      io_uring_sqe_set_data64(sync, reinterpret_cast<uint64_t>(op) | kFsyncBit);
+    }
+    op->pending_cqes = sqes;
+    in_flight_sqes_ += sqes;
+    ++in_flight_ops_;
+  }
+}
+
+void IoWorker::arm_wake() {
+  if (wake_armed_) return;
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
+  if (sqe == nullptr) {
+    io_uring_submit(ring_.get());
+    sqe = io_uring_get_sqe(ring_.get());
+  }
+  if (sqe == nullptr) return;  // retried on the next loop
+  io_uring_prep_read(sqe, wake_fd_, &wake_buffer_, sizeof(wake_buffer_), 0);
+  io_uring_sqe_set_data64(sqe, kWakeTag);
+  wake_armed_ = true;
+}
+
+void IoWorker::finish(IoOp& op) {
+  IoGroup* g = op.group;
+  auto it = groups_.find(g);
+  // on_op_done may complete the batch; the worker's reference keeps the group alive until the
+  // erase below, whatever the handle does meanwhile.
+  g->on_op_done(op);
+  if (it != groups_.end() && --it->second.outstanding == 0) groups_.erase(it);
+}
+
+void IoWorker::reap() {
+  io_uring_cqe* cqe = nullptr;
+  unsigned head = 0;
+  unsigned seen = 0;
+  std::vector<IoOp*> done;
+  io_uring_for_each_cqe(ring_.get(), head, cqe) {
+    ++seen;
+    const uint64_t data = io_uring_cqe_get_data64(cqe);
+    if (data == kCancelTag) continue;
+    if (data == kWakeTag) {
+      wake_armed_ = false;
+      continue;
+    }
+    IoOp* op = reinterpret_cast<IoOp*>(data & ~kFsyncBit);
+    if (data & kFsyncBit) {
+      op->fsync_result = cqe->res;
+    } else {
+      op->result = cqe->res;
+    }
+    --in_flight_sqes_;
+    if (--op->pending_cqes == 0) {
+      --in_flight_ops_;
+      done.push_back(op);
+    }
+  }
+  io_uring_cq_advance(ring_.get(), seen);
+  for (IoOp* op : done) finish(*op);
+}
+
+void IoWorker::run() {
+  for (;;) {
+    take_incoming();
+    if (stopping_ && groups_.empty() && in_flight_sqes_ == 0) break;
+    Duration next_start{0};
+    fill_ring(&next_start);
+    arm_wake();
+    io_uring_cqe* cqe = nullptr;
+    if (next_start > Duration{0}) {
+      const Duration wait = next_start - limiter_->clock().now();
+      __kernel_timespec ts{};
+      const int64_t ns = std::max<int64_t>(wait.count(), 1000);
+      ts.tv_sec = ns / 1000000000;
+      ts.tv_nsec = ns % 1000000000;
+      io_uring_submit_and_wait_timeout(ring_.get(), &cqe, 1, &ts, nullptr);
+    } else {
+      io_uring_submit_and_wait_timeout(ring_.get(), &cqe, 1, nullptr, nullptr);
+    }
+    reap();
+  }
+}
+
+}  // namespace dualpath::store

@@ -1,0 +1,25 @@
+#pragma once
+// StorageNic: one node's storage NIC as the store sees it: the rate limiter all of the node's
+// storage traffic passes through, and the read-queue gauge the scheduler reads. One per node,
+// shared by every FileStore (and engine) of that node; it must outlive them. Thread-safe.
+
+#include <cstdint>
+
+#include "store/read_queue_gauge.h"
+#include "store/token_bucket.h"
+
+namespace dualpath::store {
+
+// One Full Block of the largest model in PAPER.md §4 (16 MiB) may go at once after idling.
+inline constexpr int64_t kDefaultSnicBurstBytes = int64_t{16} << 20;
+
+struct StorageNic {
+  // snic_gbps <= 0: unlimited (off, the default).
+  StorageNic(double snic_gbps, Clock& clock, int64_t burst_bytes = kDefaultSnicBurstBytes)
+      : limiter(snic_gbps, burst_bytes, clock) {}
+
+  TokenBucket limiter;
+  ReadQueueGauge read_queue;
+};
+
+}  // namespace dualpath::store

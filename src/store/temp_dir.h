@@ -1,0 +1,38 @@
+#pragma once
+// TempDir: a per-test temporary directory, removed with its contents on destruction. Test-only.
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+namespace dualpath::store {
+
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base ? base : "/tmp") + "/dp_store_test.XXXXXX";
+    if (char* p = ::mkdtemp(pattern.data())) path_ = p;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // A subdirectory, created.
+  std::string sub(const std::string& name) const {
+    std::string p = path_ + "/" + name;
+    std::error_code ec;
+    std::filesystem::create_directories(p, ec);
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace dualpath::store
