@@ -1,0 +1,182 @@
+#include "transport/peer_process.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+
+#include "common/log.h"
+#include "transport/wire_format.h"
+
+extern char** environ;
+
+namespace dualpath::transport {
+namespace {
+
+constexpr auto kOobTimeout = std::chrono::seconds(20);
+
+}  // namespace
+
+std::vector<std::string> peer_arguments(const PeerOptions& options) {
+  return {"--peer-port",         std::to_string(options.oob_port),
+          "--peer-tls",          options.transports,
+          "--peer-devices",      options.net_devices.empty() ? "-" : options.net_devices,
+          "--peer-region-bytes", std::to_string(options.region_bytes),
+          "--peer-name",         options.name};
+}
+
+int run_transport_peer(const PeerOptions& options) {
+  auto fail = [&](const Status& s) {
+    std::fprintf(stderr, "transport peer '%s': %s\n", options.name.c_str(), s.to_string().c_str());
+    return 1;
+  };
+  auto channel = OobChannel::connect("127.0.0.1", options.oob_port, kOobTimeout);
+  if (!channel.is_ok()) return fail(channel.status());
+  ContextOptions co;
+  co.transports = options.transports;
+  co.net_devices = options.net_devices;
+  auto context = Context::create(co);
+  if (!context.is_ok()) return fail(context.status());
+  auto worker = Worker::create(**context, WorkerOptions{options.name});
+  if (!worker.is_ok()) return fail(worker.status());
+  Worker& w = **worker;
+  std::vector<std::byte> buffer(options.region_bytes);
+  auto region = w.register_memory(buffer);
+  if (!region.is_ok()) return fail(region.status());
+
+  auto parent_address = (*channel)->receive(kOobTimeout);
+  if (!parent_address.is_ok()) return fail(parent_address.status());
+  Status st = (*channel)->send(w.address(), kOobTimeout);
+  if (st.is_ok()) st = (*channel)->send((*region)->descriptor(), kOobTimeout);
+  if (!st.is_ok()) return fail(st);
+  auto parent = w.connect(*parent_address);
+  if (!parent.is_ok()) return fail(parent.status());
+  Endpoint& reply_ep = **parent;
+
+  // Replies are fire-and-forget from the progress thread (the header is copied).
+  std::atomic<uint64_t> sink_bytes{0};  // relaxed: a statistic
+  auto reply = [&](const AmMessage& m) {
+    auto op = w.send_am(reply_ep, kEchoReplyAm, m.header, {});
+    if (op.is_ok()) {
+      op->detach();
+    } else {
+      DP_LOG_WARN("peer: reply failed: {}", op.status().to_string());
+    }
+  };
+  st = w.set_am_handler(kEchoAm, reply);
+  if (st.is_ok()) {
+    st = w.set_am_handler(kSinkAm, [&](const AmMessage& m) {
+      sink_bytes.fetch_add(m.data.size(), std::memory_order_relaxed);
+      if (!m.header.empty() && m.header[0] == std::byte{1}) reply(m);
+    });
+  }
+  if (!st.is_ok()) return fail(st);
+  (void)(*channel)->send(to_bytes("ready"), kOobTimeout);
+
+  for (;;) {
+    auto msg = (*channel)->receive(std::chrono::hours(24));
+    if (!msg.is_ok()) break;  // the parent closed the channel: exit
+    std::string cmd = to_text(*msg);
+    std::string answer = "ok";
+    if (cmd == "quit") break;
+    if (cmd == "checksum") {
+      answer = std::to_string(fnv1a64(buffer));
+    } else if (cmd.rfind("fill ", 0) == 0) {
+      std::memset(buffer.data(), std::stoi(cmd.substr(5)), buffer.size());
+    } else {
+      answer = "unknown command";
+    }
+    if (!(*channel)->send(to_bytes(answer), kOobTimeout).is_ok()) break;
+  }
+  parent->reset();
+  region->reset();
+  return 0;
+}
+
+Result<std::unique_ptr<PeerProcess>> PeerProcess::spawn(Worker& worker,
+                                                        const std::string& program,
+                                                        const std::vector<std::string>& args,
+                                                        PeerOptions options,
+                                                        Duration timeout) {
+  DP_ASSIGN_OR_RETURN(auto listener, OobListener::listen("127.0.0.1"));
+  options.oob_port = listener->port();
+  std::vector<std::string> argv_strings{program};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  auto peer_args = peer_arguments(options);
+  argv_strings.insert(argv_strings.end(), peer_args.begin(), peer_args.end());
+  std::vector<char*> argv;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  std::unique_ptr<PeerProcess> peer(new PeerProcess());
+  // posix_spawn: fork+exec without running anything in a forked copy of our threads.
+  int err = posix_spawn(&peer->pid_, program.c_str(), nullptr, nullptr, argv.data(), environ);
+  if (err != 0) {
+    return Status::io_error(
+        fmt::format("cannot start peer process '{}': {}", program, std::strerror(err)));
+  }
+  auto context = [&](Status s) {
+    return s.with_context(fmt::format("peer process '{}' (pid {})", options.name, peer->pid_));
+  };
+  auto channel = listener->accept(timeout);
+  if (!channel.is_ok()) return context(channel.status());
+  peer->channel_ = std::move(channel).value();
+  DP_RETURN_IF_ERROR(context(peer->channel_->send(worker.address(), timeout)));
+  auto address = peer->channel_->receive(timeout);
+  if (!address.is_ok()) return context(address.status());
+  auto descriptor = peer->channel_->receive(timeout);
+  if (!descriptor.is_ok()) return context(descriptor.status());
+  DP_ASSIGN_OR_RETURN(peer->endpoint_, worker.connect(*address));
+  DP_ASSIGN_OR_RETURN(peer->region_, worker.import_region(*peer->endpoint_, *descriptor));
+  auto ready = peer->channel_->receive(timeout);
+  if (!ready.is_ok()) return context(ready.status());
+  return peer;
+}
+
+Result<std::string> PeerProcess::command(const std::string& text, Duration timeout) {
+  DP_RETURN_IF_ERROR(channel_->send(to_bytes(text), timeout));
+  DP_ASSIGN_OR_RETURN(auto answer, channel_->receive(timeout));
+  return to_text(answer);
+}
+
+Result<uint64_t> PeerProcess::region_checksum(Duration timeout) {
+  DP_ASSIGN_OR_RETURN(std::string answer, command("checksum", timeout));
+  return std::stoull(answer);
+}
+
+Status PeerProcess::fill_region(uint8_t value, Duration timeout) {
+  DP_ASSIGN_OR_RETURN(std::string answer, command(fmt::format("fill {}", value), timeout));
+  return answer == "ok" ? Status::ok() : Status::internal("peer answered: " + answer);
+}
+
+void PeerProcess::kill_now() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void PeerProcess::disconnect() {
+  region_.reset();
+  endpoint_.reset();
+}
+
+PeerProcess::~PeerProcess() {
+  disconnect();
+  if (pid_ <= 0) return;
+  (void)channel_->send(to_bytes("quit"), std::chrono::seconds(1));
+  // Reap with a deadline; a child that does not exit in time is killed.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kill_now();
+}
+
+}  // namespace dualpath::transport

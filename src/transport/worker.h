@@ -1,0 +1,162 @@
+#pragma once
+// Worker: one UCP worker and the progress thread that owns it.
+//
+// Threads: each Worker runs exactly one progress thread ("dp-<name>"). It owns the UCP worker
+// (UCS_THREAD_MODE_SINGLE): every UCX call of this worker, its endpoints, regions and remote
+// keys runs there. Other threads hand it work through its inbox (a mutex-guarded queue plus an
+// eventfd). When idle the thread sleeps in ppoll() on the UCX event fd and the inbox's eventfd
+// (UCP_FEATURE_WAKEUP + ucp_worker_arm): it never spins, so a dozen processes can share two
+// cores. Completion callbacks and active-message handlers run on the progress thread.
+//
+// Every public method is thread-safe. Methods that return a handle or a Status (connect,
+// register_memory, import_region, set_am_handler) block until the progress thread has done the
+// work; transfers (put, get, send_am) validate their arguments on the calling thread, queue the
+// work and return an Operation at once.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "dualpath/result.h"
+#include "dualpath/units.h"
+#include "transport/context.h"
+#include "transport/endpoint.h"
+#include "transport/memory_region.h"
+#include "transport/operation.h"
+
+namespace dualpath::transport {
+
+class WorkerCore;
+
+struct WorkerOptions {
+  // Names the progress thread and appears in errors and in address blobs.
+  std::string name = "worker";
+  // Deadline of an operation whose OpOptions::timeout is zero. A transfer that takes longer
+  // fails with kTimedOut and its endpoint is closed (the peer is presumed lost).
+  Duration default_timeout = std::chrono::seconds(10);
+};
+
+// One piece of a put or a get: `local` lies inside a MemoryRegion of this worker (the source of
+// a put, the destination of a get); the remote range is [remote_offset_bytes,
+// remote_offset_bytes + local.size()) of `remote`.
+struct RmaRequest {
+  std::span<std::byte> local;
+  const RemoteRegion* remote = nullptr;
+  uint64_t remote_offset_bytes = 0;
+};
+
+// A validated RmaRequest in UCX terms, ready to post (used by the traffic manager).
+struct RmaOp {
+  std::byte* local = nullptr;
+  uint64_t length_bytes = 0;
+  uint64_t remote_address = 0;
+  ucp_rkey* rkey = nullptr;
+  ucp_mem* local_memh = nullptr;
+};
+
+enum class RmaKind { kPut, kGet };
+
+// A received active message. The spans are valid only during the handler call.
+struct AmMessage {
+  uint16_t id = 0;
+  std::span<const std::byte> header;
+  std::span<const std::byte> data;
+};
+// Runs on the progress thread; must not block (post longer work elsewhere).
+using AmHandler = std::function<void(const AmMessage&)>;
+
+class Worker {
+ public:
+  // Creates the UCP worker (wakeup enabled) and starts its progress thread.
+  static Result<std::unique_ptr<Worker>> create(Context& context, WorkerOptions options);
+  // Stops the progress thread. Endpoints, regions and operations must be gone by then.
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  const std::string& name() const { return options_.name; }
+  uint64_t id() const { return id_; }
+  Duration default_timeout() const { return options_.default_timeout; }
+  // This worker's address blob (worker id, name, UCX address) for peers' connect().
+  const std::vector<std::byte>& address() const { return address_; }
+
+  // Connects to a peer from its address blob; connecting to our own address gives the local
+  // (loopback) endpoint used for host<->"HBM" copies. kInvalidArgument for a malformed blob.
+  Result<std::unique_ptr<Endpoint>> connect(std::span<const std::byte> peer_address);
+
+  // Registers `buffer` (owned by the caller) for RMA. kInvalidArgument for an empty buffer or one
+  // overlapping an existing registration.
+  Result<std::unique_ptr<MemoryRegion>> register_memory(std::span<std::byte> buffer);
+
+  // Unpacks a peer's MemoryRegion::descriptor() for use through `endpoint`. kInvalidArgument when
+  // the descriptor is corrupted or belongs to a worker other than the endpoint's peer.
+  Result<std::unique_ptr<RemoteRegion>> import_region(const Endpoint& endpoint,
+                                                      std::span<const std::byte> descriptor);
+
+  // Posts every request, then one flush: the doorbell batch of PAPER.md §7. Completes when all
+  // data is at the target (remote completion). Errors (as the returned Status): an unregistered
+  // local span, a remote range out of bounds, a region of another endpoint, a failed endpoint.
+  Result<Operation> put(Endpoint& endpoint, std::span<const RmaRequest> requests, OpOptions = {});
+  // Like put, in the other direction. Over TCP a get is emulated in software by the target's
+  // progress thread (about 1 GB/s here); prefer a put from the other side where possible.
+  Result<Operation> get(Endpoint& endpoint, std::span<const RmaRequest> requests, OpOptions = {});
+  // Sends an active message. `header` is copied; `data` must stay valid until completion, which
+  // means the buffers may be reused (messages on one endpoint arrive in order).
+  Result<Operation> send_am(Endpoint& endpoint,
+                            uint16_t am_id,
+                            std::span<const std::byte> header,
+                            std::span<const std::byte> data,
+                            OpOptions = {});
+  // Installs the handler for messages with `am_id` (replacing any previous one).
+  Status set_am_handler(uint16_t am_id, AmHandler handler);
+
+  // Validates requests into UCX terms (the checks listed at put()); `verb` names the operation in
+  // errors. Thread-safe.
+  Result<std::vector<RmaOp>> resolve(const Endpoint& endpoint,
+                                     std::span<const RmaRequest> requests,
+                                     std::string_view verb) const;
+  // Looks up the registration holding [data, data + size): its UCX memory handle, or null.
+  ucp_mem* find_registration(const std::byte* data, size_t size) const;
+
+  // Runs `task` on the progress thread, after the tasks queued before it.
+  void post(std::function<void()> task);
+  bool on_progress_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  std::thread::id progress_thread_id() const { return thread_.get_id(); }
+  // The progress-thread side, for the traffic manager (transport/ internal).
+  WorkerCore& core() { return *core_; }
+
+ private:
+  friend class Endpoint;
+  friend class MemoryRegion;
+  friend class RemoteRegion;
+
+  Worker(Context& context, WorkerOptions options, std::unique_ptr<WorkerCore> core, uint64_t id);
+  // Runs `fn` on the progress thread and waits for it (inline when already there).
+  void run_sync(const std::function<void()>& fn);
+  Operation make_operation(OpOptions& options, std::chrono::steady_clock::time_point& deadline);
+
+  struct Registration {
+    uint64_t size_bytes;
+    ucp_mem* memh;
+  };
+
+  Context& context_;
+  WorkerOptions options_;
+  std::unique_ptr<WorkerCore> core_;
+  uint64_t id_;
+  std::vector<std::byte> address_;
+  std::thread thread_;
+  mutable std::mutex registry_mu_;
+  std::map<uintptr_t, Registration> registry_;  // by base address; guarded by registry_mu_
+};
+
+}  // namespace dualpath::transport

@@ -1,0 +1,139 @@
+#pragma once
+// WorkerCore: the progress-thread side of a Worker (transport/ internal; includes UCX).
+// Everything here except post() and stop() runs on the progress thread only.
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dualpath/status.h"
+#include "transport/worker.h"
+
+namespace dualpath::transport {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+// Called once on the progress thread with the result of a started operation.
+using DoneFn = std::function<void(const Status&)>;
+
+// Per-endpoint state shared by the Endpoint handle and the progress thread.
+struct EndpointState {
+  ucp_ep_h ep = nullptr;  // progress thread only; null once closed
+  uint64_t peer_worker_id = 0;
+  std::string peer_name;
+  WorkerCore* core = nullptr;
+  // UCP_ERR_HANDLING_MODE_PEER (UCX reports a lost peer); false on shared memory and for the
+  // loopback endpoint, where only deadlines detect trouble.
+  bool peer_failure_mode = true;
+  // Set (release) by fail() on the progress thread; read (acquire) by callers' validation so a
+  // failed endpoint refuses new work without a trip through the inbox.
+  std::atomic<bool> failed{false};
+  mutable std::mutex mu;
+  Status failure;  // guarded by mu; the error that closed the endpoint
+
+  Status health() const;
+};
+
+// The inbox: the named queue through which other threads hand work to the progress thread.
+// Thread-safe. push() wakes the progress thread through an eventfd.
+class TaskInbox {
+ public:
+  TaskInbox();
+  ~TaskInbox();
+  void push(std::function<void()> task);
+  // Takes every queued task (progress thread).
+  std::deque<std::function<void()>> take_all();
+  bool empty() const;
+  int fd() const { return event_fd_; }
+  void clear_signal();
+
+ private:
+  int event_fd_;
+  mutable std::mutex mu_;
+  std::deque<std::function<void()>> tasks_;  // guarded by mu_
+};
+
+class WorkerCore {
+ public:
+  WorkerCore(ucp_worker_h worker, std::string name);
+  ~WorkerCore();  // destroys the UCP worker; the progress thread must have stopped
+
+  // Thread-safe.
+  void post(std::function<void()> task) { inbox_.push(std::move(task)); }
+  void stop();
+
+  // The progress thread's main loop; returns after stop().
+  void run();
+
+  ucp_worker_h native() const { return worker_; }
+  const std::string& name() const { return name_; }
+
+  // Runs `task` at `when` (progress thread). Used by the traffic manager's rate limiter.
+  void post_at(SteadyTime when, std::function<void()> task);
+
+  // Posts `ops` on `ep` (puts or gets, requests released at once) followed by one endpoint flush
+  // whose completion completes the batch: the doorbell batching of PAPER.md §7.
+  void start_rma(
+      RmaKind kind, EndpointState& ep, std::vector<RmaOp> ops, SteadyTime deadline, DoneFn done);
+  void start_am(EndpointState& ep,
+                uint16_t am_id,
+                std::vector<std::byte> header,
+                std::span<const std::byte> data,
+                ucp_mem* data_memh,
+                SteadyTime deadline,
+                DoneFn done);
+  void set_am_handler(uint16_t am_id, AmHandler handler, Status& result);
+
+  // Creates the UCX endpoint of `state` from a raw UCX worker address.
+  Status create_endpoint(EndpointState& state, std::span<const std::byte> ucx_address);
+  // Marks the endpoint failed with `why` and force-closes it: UCX then completes every request
+  // outstanding on it with an error.
+  void fail_endpoint(EndpointState& state, const Status& why);
+  // Force-closes an endpoint that is being destroyed (after fail or normal use).
+  void close_endpoint(EndpointState& state);
+
+ private:
+  struct Pending;
+  struct AmSlot;
+  struct AmRecv;
+
+  Pending& add_pending(EndpointState& ep, SteadyTime deadline, DoneFn done, std::string what);
+  void finish(Pending& p, ucs_status_t status);
+  void expire(SteadyTime now);
+  // Completes a pending operation without UCX (its request stays parked, see fail_endpoint).
+  void abandon(uint64_t id, const Status& status);
+  bool run_timers(SteadyTime now);
+  SteadyTime next_wakeup() const;
+  static void on_send_done(void* request, ucs_status_t status, void* user_data);
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+  static ucs_status_t on_am(void* arg,
+                            const void* header,
+                            size_t header_length,
+                            void* data,
+                            size_t length,
+                            const ucp_am_recv_param_t* param);
+  static void on_am_data(void* request, ucs_status_t status, size_t length, void* user_data);
+
+  ucp_worker_h worker_;
+  std::string name_;
+  TaskInbox inbox_;
+  bool stopping_ = false;
+  uint64_t next_pending_id_ = 1;
+  std::unordered_map<uint64_t, std::unique_ptr<Pending>> pending_;
+  std::set<std::pair<SteadyTime, uint64_t>> deadlines_;  // (deadline, pending id)
+  std::vector<std::unique_ptr<Pending>> abandoned_;      // completed by us, UCX may still call back
+  std::multimap<SteadyTime, std::function<void()>> timers_;
+  std::map<uint16_t, std::unique_ptr<AmSlot>> am_slots_;
+};
+
+}  // namespace dualpath::transport
