@@ -17,6 +17,7 @@ Status Efficiency::validate() const {
   DP_RETURN_IF_ERROR(frac(linear_mfu, "linear_mfu"));
   DP_RETURN_IF_ERROR(frac(attention_mfu, "attention_mfu"));
   DP_RETURN_IF_ERROR(frac(decode_mbu, "decode_mbu"));
+  DP_RETURN_IF_ERROR(frac(storage_efficiency, "storage_efficiency"));
   if (layer_overhead_s < 0 || decode_step_overhead_s < 0)
     return Status::invalid_argument(
         "efficiency.layer_overhead_s and decode_step_overhead_s must be >= 0 seconds");

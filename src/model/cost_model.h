@@ -38,6 +38,9 @@ struct Efficiency {
   double decode_step_overhead_s = 0.030;
   // Fraction of HBM bandwidth reached by decode reads. Not fitted: FlashMLA's 3,000 of 3,350 GB/s.
   double decode_mbu = 0.9;
+  // Fraction of a storage NIC's line rate the storage client sustains for KV reads and writes.
+  // Fitted to the DS 660B 64K 2P4D Basic JCT at 1024 agents (PAPER.md §10.1: ~5,365 s).
+  double storage_efficiency = 0.6;
 
   Status validate() const;
 };

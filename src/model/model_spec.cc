@@ -142,7 +142,12 @@ Result<ModelSpec> model_preset(std::string_view name) {
   if (name == "ds660b") {
     // DeepSeek-V3.2: 61 layers, ~37B activated of 671B, DSA top-k 2048, indexer 64 x 128 with
     // FP8 keys + a 4-byte scale (132 B/token/layer), stored and loaded with the MLA cache.
-    return ds_v32_like("ds660b", 61, 37'000'000'000, 671'000'000'000, 2048, 128, 64, 128, 132);
+    ModelSpec m =
+        ds_v32_like("ds660b", 61, 37'000'000'000, 671'000'000'000, 2048, 128, 64, 128, 132);
+    // Hidden 7168, 8 routed experts per token, FP8 dispatch (1 B) + BF16 combine (2 B); with EP
+    // over two nodes about half of the experts are on the other node, behind the CNIC.
+    m.ep_bytes_per_token_per_layer = 7168 * 8 * 3 / 2;
+    return m;
   }
   if (name == "ds27b") {
     // PAPER.md §9 A.2: hidden 2560, 30 layers, 32 heads, 72 routed experts (6 active, 2 shared),

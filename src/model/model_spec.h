@@ -43,6 +43,9 @@ struct ModelSpec {
   int attention_layers = 0;  // layers with full attention (= layers unless sliding)
   int sliding_layers = 0;
   int sliding_window = 0;
+  // Expert-parallel dispatch + combine bytes per token per layer that cross the compute network
+  // (the high-priority "model" traffic class on each CNIC; 0 for models without cross-node EP).
+  int64_t ep_bytes_per_token_per_layer = 0;
 
   // Stored bytes per token per layer (what storage, DRAM and the CNIC move).
   int64_t stored_bytes_per_token_per_layer() const {

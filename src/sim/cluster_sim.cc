@@ -1,0 +1,889 @@
+#include "sim/cluster_sim.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <numeric>
+
+#include "common/percentiles.h"
+#include "sched/batcher.h"
+#include "sched/de_scheduler.h"
+#include "sched/path_choice.h"
+#include "sched/pe_scheduler.h"
+#include "sim/event_queue.h"
+#include "sim/ps_server.h"
+
+namespace dualpath::sim {
+namespace {
+
+using sched::ReadPath;
+
+enum Kind : uint32_t {
+  kArrive,       // a = agent: its next turn is sent
+  kTick,         // the scheduler's periodic fetch (full, oracle)
+  kReadDone,     // a = node, b = server version
+  kWriteDone,    // a = node, b = server version
+  kPassDone,     // a = PE group
+  kBasicLoaded,  // a = PE engine: its batch's KV is in HBM (Basic)
+  kDecodeStart,  // a = agent: the KV is in DE HBM
+  kDecodeDone,   // a = DE engine, b = server version
+};
+
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+
+// One turn in flight; one per agent, since an agent waits for its turn to finish.
+struct Req {
+  int turn = -1;
+  int64_t prompt = 0, hit = 0, gen = 0;
+  int64_t new_left = 0;  // miss tokens not yet prefilled
+  int64_t cached = 0;    // tokens whose KV is available to the PE (hit + done chunks)
+  double hit_bytes = 0, prompt_bytes = 0, hbm_need = 0;
+  uint32_t pe = kNone, de = kNone;
+  ReadPath path = ReadPath::kPe;
+  bool read_done = false, streamed_hit = false, hbm_reserved = false, prefilled = false;
+  double t_arrive = 0, t_assigned = 0, t_read_done = 0, t_first = 0, t_decode = 0;
+};
+
+struct Node {
+  bool prefill = true;
+  PsServer reads;
+  PsServer writes;
+  int64_t read_q_tokens = 0;  // tokens waiting for or in a read: the scheduler's signal
+  double buffer_cap = 0, buffer_used = 0;
+  std::deque<uint32_t> buffer_wait;  // agents whose read waits for buffer space
+  std::vector<double> read_bytes_by_bucket;
+  explicit Node(size_t qd) : reads(qd) {}
+};
+
+struct PeEngine {
+  uint32_t node = 0, group = 0;
+  std::deque<uint32_t> fifo;  // assigned agents whose prefill has not finished
+  int64_t tok = 0, seq = 0;
+  // Basic: the batch being loaded into HBM, then computed.
+  std::vector<uint32_t> basic_batch;
+  int basic_pending = 0;
+  bool basic_loading = false, basic_loaded = false;
+};
+
+struct PassItem {
+  uint32_t agent;
+  int64_t new_tokens;
+};
+
+struct PeGroup {
+  uint32_t first = 0, count = 0;
+  bool busy = false;
+  double busy_s = 0;
+  std::vector<std::vector<PassItem>> batches;  // per engine of the group
+};
+
+struct DeEngine {
+  uint32_t node = 0, group = 0;
+  PsServer decode;
+  double ctx_sum = 0;
+  double hbm_free = 0;
+  std::deque<uint32_t> reserve_wait;  // round-robin modes: waiting for HBM
+  double cnic_free_at = 0;            // the DE CNIC's write side, FIFO for whole-KV copies
+  int64_t tok = 0, seq = 0;
+};
+
+struct DeGroup {
+  uint32_t first = 0, count = 0;
+  std::deque<sched::RequestInfo> queue;  // phase-2 private queue
+};
+
+class ClusterSim {
+ public:
+  ClusterSim(const SimConfig& cfg, const std::vector<AgentPlan>& agents, const SimOptions& opt)
+      : cfg_(cfg), agents_(agents), opt_(opt), cost_(cfg.model, cfg.hw, cfg.eff) {}
+
+  Result<SimResult> run();
+
+ private:
+  bool layerwise() const { return cfg_.mode != Mode::kBasic; }
+  bool dual() const { return cfg_.mode == Mode::kDualPath || cfg_.mode == Mode::kFull; }
+  bool scheduled() const { return cfg_.mode == Mode::kFull || cfg_.mode == Mode::kOracle; }
+  bool oracle() const { return cfg_.mode == Mode::kOracle; }
+  uint32_t pe_node_of(uint32_t pe) const { return pes_[pe].node; }
+  uint32_t de_node_of(uint32_t de) const { return des_[de].node; }
+  double kv_bytes(int64_t tokens) const {
+    return static_cast<double>(tokens) * static_cast<double>(cfg_.model.stored_bytes_per_token());
+  }
+  double snic_rate() const { return cfg_.hw.node_snic_bytes_per_s() * cfg_.eff.storage_efficiency; }
+
+  void build();
+  void on_arrive(uint32_t a);
+  void ensure_tick();
+  void on_tick();
+  void assign_pe(uint32_t a, uint32_t pe);
+  void assign_de(uint32_t a, uint32_t de, bool reserve_now);
+  void after_assigned(uint32_t a);
+  void start_read(uint32_t a, uint32_t node);
+  void admit_read(uint32_t a, uint32_t node);
+  void admit_buffer_waiters(uint32_t node);
+  void reschedule_reads(uint32_t node);
+  void on_read_done(uint32_t node, uint64_t version);
+  void read_finished(uint32_t a);
+  void basic_form_batch(uint32_t pe);
+  void basic_batch_loaded(uint32_t pe);
+  void try_start_pass(uint32_t group);
+  void on_pass_done(uint32_t group);
+  void prefill_finished(uint32_t a);
+  void grant_reservations(uint32_t de);
+  void begin_decode_copy(uint32_t a);
+  void on_decode_start(uint32_t a);
+  void reschedule_decode(uint32_t de);
+  void on_decode_done(uint32_t de, uint64_t version);
+  void finish_turn(uint32_t a);
+  void write_bytes(uint32_t node, double bytes);
+  void reschedule_writes(uint32_t node);
+  void on_write_done(uint32_t node, uint64_t version);
+  SimResult collect(double wall_s);
+
+  const SimConfig& cfg_;
+  const std::vector<AgentPlan>& agents_;
+  const SimOptions& opt_;
+  model::CostModel cost_;
+
+  EventQueue events_;
+  double now_ = 0;
+  std::vector<Node> nodes_;
+  std::vector<PeEngine> pes_;
+  std::vector<PeGroup> pe_groups_;
+  std::vector<DeEngine> des_;
+  std::vector<DeGroup> de_groups_;
+  std::vector<Req> reqs_;
+  std::vector<uint32_t> agent_group_of_pe_;  // pe -> group
+  std::deque<sched::RequestInfo> pe_queue_;  // global FIFO (full, oracle)
+  std::deque<uint32_t> de_queue_;            // global DE queue (phase 1)
+  sched::RoundRobin rr_pe_, rr_de_;
+  bool tick_pending_ = false;
+  uint32_t tick_rotation_ = 0;
+  sched::PeParams pe_params_;
+  double de_hbm_budget_ = 0, pe_hbm_budget_ = 0;
+  int de_ep_gpus_ = 1;
+
+  // Metrics.
+  int64_t turns_total_ = 0, turns_done_ = 0;
+  int agents_left_ = 0;
+  std::vector<double> ttft_, ttst_, tpot_, t_sched_, t_read_, t_prefill_;
+  std::vector<double> agent_finish_;
+  HopBytes hops_;
+  double prompt_tokens_ = 0, hit_tokens_ = 0, storage_write_ = 0;
+  int64_t pe_path_ = 0, de_path_ = 0;
+  double compute_floor_work_s_ = 0;
+  std::vector<double> prompt_by_bucket_;
+};
+
+void ClusterSim::build() {
+  const int g = cfg_.hw.gpus_per_node;
+  const int P = cfg_.prefill_nodes, D = cfg_.decode_nodes;
+  nodes_.reserve(static_cast<size_t>(P + D));
+  for (int n = 0; n < P + D; ++n) {
+    nodes_.emplace_back(static_cast<size_t>(cfg_.read_queue_depth));
+    nodes_.back().prefill = n < P;
+    nodes_.back().buffer_cap = n < P ? cfg_.pe_buffer_bytes : cfg_.de_buffer_bytes;
+  }
+  // PE engines and EP groups (a group of pe_ep_nodes nodes; the last one may be smaller).
+  for (int n = 0; n < P; ++n) {
+    for (int i = 0; i < g; ++i) {
+      PeEngine e;
+      e.node = static_cast<uint32_t>(n);
+      e.group = static_cast<uint32_t>(n / cfg_.pe_ep_nodes);
+      pes_.push_back(std::move(e));
+    }
+  }
+  for (uint32_t i = 0; i < pes_.size(); ++i) {
+    uint32_t gi = pes_[i].group;
+    if (gi >= pe_groups_.size()) pe_groups_.push_back(PeGroup{i, 0, false, 0, {}});
+    pe_groups_[gi].count++;
+  }
+  for (auto& grp : pe_groups_) grp.batches.resize(grp.count);
+
+  de_ep_gpus_ = std::min(cfg_.de_ep_nodes, D) * g;
+  de_hbm_budget_ = cost_.hbm_kv_budget_bytes(de_ep_gpus_, cfg_.hbm_reserved_bytes);
+  pe_hbm_budget_ =
+      cost_.hbm_kv_budget_bytes(std::min(cfg_.pe_ep_nodes, P) * g, cfg_.hbm_reserved_bytes);
+  for (int n = 0; n < D; ++n) {
+    for (int i = 0; i < g; ++i) {
+      DeEngine e;
+      e.node = static_cast<uint32_t>(P + n);
+      e.group = static_cast<uint32_t>(n / cfg_.de_ep_nodes);
+      e.hbm_free = de_hbm_budget_;
+      des_.push_back(std::move(e));
+    }
+  }
+  for (uint32_t i = 0; i < des_.size(); ++i) {
+    uint32_t gi = des_[i].group;
+    if (gi >= de_groups_.size()) de_groups_.push_back(DeGroup{i, 0, {}});
+    de_groups_[gi].count++;
+  }
+
+  // alpha: tokens a node reads in 3 s; beta: prompt tokens one GPU prefills in 5 s, for the
+  // workload's mean turn (PAPER.md §8.5 profiles both; we take them from the cost model).
+  double mean_ctx = 0, mean_new = 0, n = 0;
+  for (const auto& ag : agents_) {
+    for (const auto& t : ag.turns) {
+      mean_ctx += static_cast<double>(t.context_tokens);
+      mean_new += static_cast<double>(t.prompt_tokens - t.context_tokens);
+      n += 1;
+    }
+  }
+  if (n > 0) {
+    mean_ctx /= n;
+    mean_new /= n;
+  }
+  double per_req_attn = cost_.attention_s({static_cast<int64_t>(mean_ctx),
+                                           std::max<int64_t>(1, static_cast<int64_t>(mean_new))});
+  int typical_batch = std::max(1, static_cast<int>(cfg_.quota_s / std::max(per_req_attn, 1e-9)));
+  double tps = cost_.prefill_tokens_per_s(static_cast<int64_t>(mean_ctx),
+                                          std::max<int64_t>(1, static_cast<int64_t>(mean_new)),
+                                          typical_batch);
+  pe_params_.beta_tokens = static_cast<int64_t>(tps * cfg_.beta_compute_s);
+  pe_params_.alpha_tokens = static_cast<int64_t>(
+      snic_rate() * cfg_.alpha_read_s / static_cast<double>(cfg_.model.stored_bytes_per_token()));
+
+  reqs_.resize(agents_.size());
+  agent_finish_.assign(agents_.size(), 0.0);
+  agents_left_ = static_cast<int>(agents_.size());
+  for (uint32_t a = 0; a < agents_.size(); ++a) {
+    turns_total_ += static_cast<int64_t>(agents_[a].turns.size());
+    if (agents_[a].turns.empty()) {
+      --agents_left_;
+      continue;
+    }
+    events_.push(agents_[a].start_s, kArrive, a);
+  }
+}
+
+void ClusterSim::on_arrive(uint32_t a) {
+  Req& r = reqs_[a];
+  r.turn += 1;
+  const workload::TurnShape& t = agents_[a].turns[static_cast<size_t>(r.turn)];
+  const int64_t block = cfg_.block_tokens;
+  r.prompt = t.prompt_tokens;
+  // Only whole blocks were persisted: the hit is the context rounded down to a block.
+  r.hit = std::min(t.context_tokens, t.prompt_tokens) / block * block;
+  r.gen = std::max<int64_t>(1, t.gen_tokens);
+  r.new_left = r.prompt - r.hit;
+  r.cached = r.hit;
+  r.hit_bytes = kv_bytes(r.hit);
+  r.prompt_bytes = kv_bytes(r.prompt);
+  // A request larger than a whole GPU's KV budget takes the whole GPU (it still runs).
+  r.hbm_need = std::min(kv_bytes(r.prompt + r.gen), de_hbm_budget_);
+  r.pe = r.de = kNone;
+  r.read_done = r.streamed_hit = r.hbm_reserved = r.prefilled = false;
+  r.t_arrive = now_;
+  prompt_tokens_ += static_cast<double>(r.prompt);
+  hit_tokens_ += static_cast<double>(r.hit);
+  // The compute floor: this turn's prefill at the best batching (no fixed pass cost).
+  compute_floor_work_s_ += cost_.attention_s({r.hit, r.new_left}) +
+                           cost_.linear_s(static_cast<double>(r.new_left));
+
+  if (scheduled()) {
+    pe_queue_.push_back({static_cast<int64_t>(a), r.prompt, r.hbm_need});
+    ensure_tick();
+    return;
+  }
+  assign_pe(a, static_cast<uint32_t>(rr_pe_.next(static_cast<int>(pes_.size()))));
+  assign_de(a, static_cast<uint32_t>(rr_de_.next(static_cast<int>(des_.size()))), false);
+  after_assigned(a);
+}
+
+void ClusterSim::ensure_tick() {
+  if (tick_pending_) return;
+  tick_pending_ = true;
+  // Groups pull on a fixed period; the next pull is at the next multiple of it.
+  double period = cfg_.fetch_interval_s;
+  double next = (std::floor(now_ / period) + 1.0) * period;
+  events_.push(next, kTick, 0);
+}
+
+void ClusterSim::on_tick() {
+  tick_pending_ = false;
+  // PE groups fetch in a rotating order, so no group always comes first.
+  std::vector<int64_t> read_q(nodes_.size());
+  for (size_t n = 0; n < nodes_.size(); ++n) read_q[n] = nodes_[n].read_q_tokens;
+  const auto ngroups = static_cast<uint32_t>(pe_groups_.size());
+  for (uint32_t k = 0; k < ngroups && !pe_queue_.empty(); ++k) {
+    const PeGroup& grp = pe_groups_[(tick_rotation_ + k) % ngroups];
+    std::vector<sched::PeEngineLoad> loads(grp.count);
+    for (uint32_t i = 0; i < grp.count; ++i) {
+      const PeEngine& e = pes_[grp.first + i];
+      loads[i] = {static_cast<int>(e.node), e.seq, e.tok};
+    }
+    for (const auto& as : sched::schedule_pe(pe_queue_, loads, read_q, pe_params_)) {
+      auto a = static_cast<uint32_t>(as.request_id);
+      assign_pe(a, grp.first + static_cast<uint32_t>(as.engine));
+      de_queue_.push_back(a);
+    }
+  }
+  tick_rotation_++;
+  // DE phase 1: drain the global queue to the least-loaded group.
+  if (!de_queue_.empty()) {
+    std::vector<int64_t> sums(de_groups_.size(), 0);
+    for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
+      for (uint32_t i = 0; i < de_groups_[gi].count; ++i) sums[gi] += des_[de_groups_[gi].first + i].tok;
+      for (const auto& r : de_groups_[gi].queue) sums[gi] += r.tokens;
+    }
+    while (!de_queue_.empty()) {
+      uint32_t a = de_queue_.front();
+      de_queue_.pop_front();
+      int gi = sched::pick_de_group(sums);
+      const Req& r = reqs_[a];
+      de_groups_[static_cast<size_t>(gi)].queue.push_back(
+          {static_cast<int64_t>(a), r.prompt + r.gen, r.hbm_need});
+      sums[static_cast<size_t>(gi)] += r.prompt + r.gen;
+    }
+  }
+  // DE phase 2, per group.
+  bool de_left = false;
+  for (auto& grp : de_groups_) {
+    if (grp.queue.empty()) continue;
+    std::vector<sched::DeEngineLoad> loads(grp.count);
+    for (uint32_t i = 0; i < grp.count; ++i) {
+      const DeEngine& e = des_[grp.first + i];
+      loads[i] = {e.seq, e.tok, e.hbm_free};
+    }
+    for (const auto& as :
+         sched::schedule_de(grp.queue, loads, {.z_factor = cfg_.z_factor})) {
+      auto a = static_cast<uint32_t>(as.request_id);
+      assign_de(a, grp.first + static_cast<uint32_t>(as.engine), true);
+      after_assigned(a);
+    }
+    de_left = de_left || !grp.queue.empty();
+  }
+  if (!pe_queue_.empty() || de_left) ensure_tick();
+}
+
+void ClusterSim::assign_pe(uint32_t a, uint32_t pe) {
+  Req& r = reqs_[a];
+  r.pe = pe;
+  PeEngine& e = pes_[pe];
+  e.fifo.push_back(a);
+  e.tok += r.prompt;
+  e.seq += 1;
+}
+
+void ClusterSim::assign_de(uint32_t a, uint32_t de, bool reserve_now) {
+  Req& r = reqs_[a];
+  r.de = de;
+  DeEngine& e = des_[de];
+  e.tok += r.prompt + r.gen;
+  e.seq += 1;
+  if (reserve_now || (e.reserve_wait.empty() && e.hbm_free >= r.hbm_need)) {
+    e.hbm_free -= r.hbm_need;
+    r.hbm_reserved = true;
+  } else {
+    e.reserve_wait.push_back(a);
+  }
+}
+
+void ClusterSim::after_assigned(uint32_t a) {
+  Req& r = reqs_[a];
+  r.t_assigned = now_;
+  if (oracle()) {
+    read_finished(a);
+    return;
+  }
+  if (cfg_.mode == Mode::kBasic) {
+    basic_form_batch(r.pe);
+    return;
+  }
+  uint32_t pe_node = pe_node_of(r.pe), de_node = de_node_of(r.de);
+  r.path = dual() ? sched::choose_read_path(nodes_[pe_node].read_q_tokens,
+                                            nodes_[de_node].read_q_tokens)
+                  : ReadPath::kPe;
+  start_read(a, r.path == ReadPath::kPe ? pe_node : de_node);
+}
+
+void ClusterSim::start_read(uint32_t a, uint32_t node) {
+  Req& r = reqs_[a];
+  (r.path == ReadPath::kPe ? pe_path_ : de_path_) += 1;
+  if (r.hit == 0) {
+    read_finished(a);
+    return;
+  }
+  Node& nd = nodes_[node];
+  nd.read_q_tokens += r.hit;
+  // Admission into the node's DRAM buffer; an empty buffer always admits (no deadlock on a
+  // request larger than the buffer).
+  if (nd.buffer_wait.empty() &&
+      (nd.buffer_used + r.hit_bytes <= nd.buffer_cap || nd.buffer_used == 0)) {
+    admit_read(a, node);
+  } else {
+    nd.buffer_wait.push_back(a);
+  }
+}
+
+void ClusterSim::admit_read(uint32_t a, uint32_t node) {
+  Node& nd = nodes_[node];
+  nd.buffer_used += reqs_[a].hit_bytes;
+  nd.reads.advance(now_);
+  nd.reads.add(a, reqs_[a].hit_bytes);
+  reschedule_reads(node);
+}
+
+void ClusterSim::admit_buffer_waiters(uint32_t node) {
+  Node& nd = nodes_[node];
+  while (!nd.buffer_wait.empty()) {
+    uint32_t a = nd.buffer_wait.front();
+    if (nd.buffer_used > 0 && nd.buffer_used + reqs_[a].hit_bytes > nd.buffer_cap) break;
+    nd.buffer_wait.pop_front();
+    admit_read(a, node);
+  }
+}
+
+void ClusterSim::reschedule_reads(uint32_t node) {
+  Node& nd = nodes_[node];
+  nd.reads.advance(now_);
+  size_t n = nd.reads.active();
+  nd.reads.set_rate(n > 0 ? snic_rate() / static_cast<double>(n) : 0.0);
+  double t = nd.reads.next_departure();
+  if (std::isfinite(t)) events_.push(t, kReadDone, node, nd.reads.version());
+}
+
+void ClusterSim::on_read_done(uint32_t node, uint64_t version) {
+  Node& nd = nodes_[node];
+  if (version != nd.reads.version()) return;  // superseded by a later change
+  nd.reads.advance(now_);
+  uint32_t a = nd.reads.pop();
+  Req& r = reqs_[a];
+  nd.read_q_tokens -= r.hit;
+  (nd.prefill ? hops_.storage_read_pe : hops_.storage_read_de) += r.hit_bytes;
+  auto bucket = static_cast<size_t>(now_ / cfg_.timeseries_bucket_s);
+  if (nd.read_bytes_by_bucket.size() <= bucket) nd.read_bytes_by_bucket.resize(bucket + 1, 0.0);
+  nd.read_bytes_by_bucket[bucket] += r.hit_bytes;
+  reschedule_reads(node);
+  read_finished(a);
+}
+
+void ClusterSim::read_finished(uint32_t a) {
+  Req& r = reqs_[a];
+  r.read_done = true;
+  r.t_read_done = now_;
+  if (cfg_.mode == Mode::kBasic) {
+    PeEngine& e = pes_[r.pe];
+    if (--e.basic_pending == 0) basic_batch_loaded(r.pe);
+    return;
+  }
+  try_start_pass(pes_[r.pe].group);
+}
+
+// Basic: no layerwise prefill, so a batch's whole KV must sit in HBM. The engine picks the batch
+// that fits, reads it, copies it in, computes, and only then frees HBM for the next batch.
+void ClusterSim::basic_form_batch(uint32_t pe) {
+  PeEngine& e = pes_[pe];
+  if (e.basic_loading || e.basic_loaded || e.fifo.empty()) return;
+  std::vector<model::PrefillWork> fifo;
+  for (uint32_t a : e.fifo) fifo.push_back({reqs_[a].hit, reqs_[a].new_left});
+  auto plan = sched::plan_capacity_batch(
+      fifo, static_cast<double>(cfg_.model.stored_bytes_per_token()), pe_hbm_budget_,
+      static_cast<size_t>(cfg_.max_batch_requests));
+  e.basic_batch.clear();
+  for (const auto& item : plan) e.basic_batch.push_back(e.fifo[item.index]);
+  e.basic_loading = true;
+  e.basic_pending = static_cast<int>(e.basic_batch.size());
+  for (uint32_t a : e.basic_batch) {
+    reqs_[a].path = ReadPath::kPe;
+    start_read(a, e.node);
+  }
+}
+
+void ClusterSim::basic_batch_loaded(uint32_t pe) {
+  PeEngine& e = pes_[pe];
+  // The whole KV goes DRAM -> HBM before compute: one copy over the CNIC.
+  double bytes = 0;
+  for (uint32_t a : e.basic_batch) {
+    bytes += reqs_[a].hit_bytes;
+    Node& nd = nodes_[e.node];
+    nd.buffer_used -= reqs_[a].hit_bytes;  // staged in DRAM only until the copy
+  }
+  hops_.pe_h2d += bytes;
+  admit_buffer_waiters(e.node);
+  events_.push(now_ + bytes / cfg_.hw.cnic_bytes_per_s, kBasicLoaded, pe);
+}
+
+void ClusterSim::try_start_pass(uint32_t gi) {
+  PeGroup& grp = pe_groups_[gi];
+  if (grp.busy) return;
+  double max_attn = 0, total_new = 0, max_xfer = 0;
+  bool any = false;
+  for (uint32_t i = 0; i < grp.count; ++i) {
+    PeEngine& e = pes_[grp.first + i];
+    auto& batch = grp.batches[i];
+    batch.clear();
+    if (cfg_.mode == Mode::kBasic) {
+      if (!e.basic_loaded) continue;
+      for (uint32_t a : e.basic_batch) batch.push_back({a, reqs_[a].new_left});
+    } else {
+      std::vector<model::PrefillWork> ready;
+      std::vector<uint32_t> ready_agents;
+      for (uint32_t a : e.fifo) {
+        if (!reqs_[a].read_done) continue;
+        ready.push_back({reqs_[a].cached, reqs_[a].new_left});
+        ready_agents.push_back(a);
+        if (!scheduled() && ready.size() >= static_cast<size_t>(cfg_.max_batch_requests)) break;
+      }
+      if (ready.empty()) continue;
+      if (scheduled()) {
+        for (const auto& item : sched::plan_quota_batch(ready, cost_, cfg_.quota_s))
+          batch.push_back({ready_agents[item.index], item.new_tokens});
+      } else {
+        for (size_t k = 0; k < ready.size(); ++k)
+          batch.push_back({ready_agents[k], ready[k].new_tokens});
+      }
+    }
+    if (batch.empty()) continue;
+    any = true;
+    double attn = 0, news = 0, in_bytes = 0, out_bytes = 0;
+    for (const auto& it : batch) {
+      const Req& r = reqs_[it.agent];
+      attn += cost_.attention_s({r.cached, it.new_tokens});
+      news += static_cast<double>(it.new_tokens);
+      if (layerwise() && !oracle()) {
+        if (!r.streamed_hit) in_bytes += r.hit_bytes;  // hit KV streams in on the first chunk
+        double chunk_kv = kv_bytes(it.new_tokens);
+        out_bytes += chunk_kv + (r.path == ReadPath::kPe && !r.streamed_hit ? r.hit_bytes : 0.0);
+      }
+    }
+    max_attn = std::max(max_attn, attn);
+    total_new += news;
+    if (layerwise() && !oracle()) {
+      // KV shares the CNIC with the high-priority EP traffic of the same pass (PAPER.md §7):
+      // it gets what the model class leaves, never less than the floor.
+      double compute_guess = cost_.group_pass_s(attn, news * grp.count, static_cast<int>(grp.count));
+      double model_bytes = news * static_cast<double>(cfg_.model.ep_bytes_per_token_per_layer) *
+                           cfg_.model.layers;
+      double model_share = model_bytes / (cfg_.hw.cnic_bytes_per_s * std::max(compute_guess, 1e-9));
+      double kv_rate = cfg_.hw.cnic_bytes_per_s * std::max(cfg_.kv_class_floor, 1.0 - model_share);
+      max_xfer = std::max(max_xfer, std::max(in_bytes, out_bytes) / kv_rate);
+    }
+  }
+  if (!any) return;
+  double compute = cost_.group_pass_s(max_attn, total_new, static_cast<int>(grp.count));
+  // Layer l+1's KV is in flight while layer l computes: the pass takes the longer of the two
+  // streams plus one layer of pipeline fill.
+  double t = std::max(compute, max_xfer) + std::min(compute, max_xfer) / cfg_.model.layers;
+  grp.busy = true;
+  grp.busy_s += t;
+  events_.push(now_ + t, kPassDone, gi);
+}
+
+void ClusterSim::on_pass_done(uint32_t gi) {
+  PeGroup& grp = pe_groups_[gi];
+  grp.busy = false;
+  for (uint32_t i = 0; i < grp.count; ++i) {
+    PeEngine& e = pes_[grp.first + i];
+    for (const auto& it : grp.batches[i]) {
+      Req& r = reqs_[it.agent];
+      if (layerwise() && !oracle()) {
+        if (!r.streamed_hit) {
+          (r.path == ReadPath::kPe ? hops_.pe_h2d : hops_.de_to_pe) += r.hit_bytes;
+          if (r.path == ReadPath::kPe) hops_.pd_transfer += r.hit_bytes;
+        }
+        hops_.pd_transfer += kv_bytes(it.new_tokens);
+      }
+      r.streamed_hit = true;
+      r.cached += it.new_tokens;
+      r.new_left -= it.new_tokens;
+      if (r.new_left > 0) continue;  // chunked: the rest stays queued, its KV is now cached
+      e.fifo.erase(std::find(e.fifo.begin(), e.fifo.end(), it.agent));
+      e.tok -= r.prompt;
+      e.seq -= 1;
+      prefill_finished(it.agent);
+    }
+    bool computed = !grp.batches[i].empty();
+    grp.batches[i].clear();
+    // Only an engine that computed in this pass frees its HBM; one whose batch finished loading
+    // meanwhile keeps it for the next pass.
+    if (cfg_.mode == Mode::kBasic && computed && e.basic_loaded) {
+      e.basic_loaded = false;
+      e.basic_loading = false;
+      basic_form_batch(grp.first + i);
+    }
+  }
+  try_start_pass(gi);
+}
+
+void ClusterSim::prefill_finished(uint32_t a) {
+  Req& r = reqs_[a];
+  r.prefilled = true;
+  r.t_first = now_;  // the PE samples the first token at the end of the last layer
+  if (r.path == ReadPath::kPe && layerwise() && !oracle() && r.hit > 0) {
+    Node& nd = nodes_[pe_node_of(r.pe)];
+    nd.buffer_used -= r.hit_bytes;
+    admit_buffer_waiters(pe_node_of(r.pe));
+  }
+  if (r.hbm_reserved) begin_decode_copy(a);
+  // else: grant_reservations() starts the copy once HBM frees up
+}
+
+void ClusterSim::begin_decode_copy(uint32_t a) {
+  Req& r = reqs_[a];
+  if (oracle()) {
+    events_.push(now_, kDecodeStart, a);
+    return;
+  }
+  DeEngine& e = des_[r.de];
+  // Decode start: DE buffer -> DE HBM (Basic: PE HBM -> DE HBM, the PD transfer) over the DE's
+  // CNIC, whole-prompt copies served in FIFO order.
+  double start = std::max(now_, e.cnic_free_at);
+  double dur = r.prompt_bytes / cfg_.hw.cnic_bytes_per_s;
+  e.cnic_free_at = start + dur;
+  if (cfg_.mode == Mode::kBasic) {
+    hops_.pd_transfer += r.prompt_bytes;
+  } else {
+    hops_.de_h2d += r.prompt_bytes;
+  }
+  events_.push(start + dur, kDecodeStart, a);
+}
+
+void ClusterSim::grant_reservations(uint32_t de) {
+  DeEngine& e = des_[de];
+  while (!e.reserve_wait.empty()) {
+    uint32_t a = e.reserve_wait.front();
+    Req& r = reqs_[a];
+    if (e.hbm_free < r.hbm_need && e.hbm_free < de_hbm_budget_) break;
+    e.reserve_wait.pop_front();
+    e.hbm_free -= r.hbm_need;
+    r.hbm_reserved = true;
+    if (r.prefilled) begin_decode_copy(a);
+  }
+}
+
+void ClusterSim::on_decode_start(uint32_t a) {
+  Req& r = reqs_[a];
+  r.t_decode = now_;
+  // The DE buffer is released once its KV is in HBM (DE path: the hit KV it read).
+  if (r.path == ReadPath::kDe && layerwise() && !oracle() && r.hit > 0) {
+    uint32_t node = de_node_of(r.de);
+    nodes_[node].buffer_used -= r.hit_bytes;
+    admit_buffer_waiters(node);
+  }
+  DeEngine& e = des_[r.de];
+  e.decode.advance(now_);
+  double step = cost_.decode_step_s(static_cast<int>(e.decode.active()) + 1,
+                                    e.ctx_sum + static_cast<double>(r.prompt), de_ep_gpus_);
+  ttst_.push_back(now_ + step - r.t_arrive);
+  if (r.gen <= 1) {
+    finish_turn(a);
+    return;
+  }
+  e.ctx_sum += static_cast<double>(r.prompt);
+  e.decode.add(a, static_cast<double>(r.gen - 1));
+  reschedule_decode(r.de);
+}
+
+void ClusterSim::reschedule_decode(uint32_t de) {
+  DeEngine& e = des_[de];
+  e.decode.advance(now_);
+  size_t n = e.decode.active();
+  double step = n > 0 ? cost_.decode_step_s(static_cast<int>(n), e.ctx_sum, de_ep_gpus_) : 0.0;
+  e.decode.set_rate(step > 0 ? 1.0 / step : 0.0);
+  double t = e.decode.next_departure();
+  if (std::isfinite(t)) events_.push(t, kDecodeDone, de, e.decode.version());
+}
+
+void ClusterSim::on_decode_done(uint32_t de, uint64_t version) {
+  DeEngine& e = des_[de];
+  if (version != e.decode.version()) return;
+  e.decode.advance(now_);
+  uint32_t a = e.decode.pop();
+  e.ctx_sum -= static_cast<double>(reqs_[a].prompt);
+  reschedule_decode(de);
+  finish_turn(a);
+}
+
+void ClusterSim::finish_turn(uint32_t a) {
+  Req& r = reqs_[a];
+  DeEngine& e = des_[r.de];
+  if (r.hbm_reserved) e.hbm_free += r.hbm_need;
+  r.hbm_reserved = false;
+  e.tok -= r.prompt + r.gen;
+  e.seq -= 1;
+  grant_reservations(r.de);
+
+  ttft_.push_back(r.t_first - r.t_arrive);
+  t_sched_.push_back(r.t_assigned - r.t_arrive);
+  t_read_.push_back(std::max(0.0, r.t_read_done - r.t_assigned));
+  t_prefill_.push_back(r.t_first - std::max(r.t_read_done, r.t_assigned));
+  if (r.gen > 1) tpot_.push_back((now_ - r.t_decode) / static_cast<double>(r.gen - 1));
+  auto bucket = static_cast<size_t>(now_ / cfg_.timeseries_bucket_s);
+  if (prompt_by_bucket_.size() <= bucket) prompt_by_bucket_.resize(bucket + 1, 0.0);
+  prompt_by_bucket_[bucket] += static_cast<double>(r.prompt);
+
+  // Persist the full blocks this turn added (prompt tail and generated tokens) through the DE
+  // node's storage NIC; the next turn's hit is exactly the blocks stored so far.
+  const int64_t block = cfg_.block_tokens;
+  int64_t new_blocks = (r.prompt + r.gen) / block - r.hit / block;
+  if (!oracle() && new_blocks > 0) write_bytes(de_node_of(r.de), kv_bytes(new_blocks * block));
+
+  ++turns_done_;
+  const AgentPlan& plan = agents_[a];
+  if (static_cast<size_t>(r.turn + 1) < plan.turns.size()) {
+    double think = static_cast<size_t>(r.turn + 1) < plan.think_s.size()
+                       ? plan.think_s[static_cast<size_t>(r.turn + 1)]
+                       : 0.0;
+    events_.push(now_ + think, kArrive, a);
+  } else {
+    agent_finish_[a] = now_;
+    --agents_left_;
+  }
+}
+
+void ClusterSim::write_bytes(uint32_t node, double bytes) {
+  Node& nd = nodes_[node];
+  hops_.persist += bytes;
+  storage_write_ += bytes;
+  nd.writes.advance(now_);
+  nd.writes.add(0, bytes);
+  reschedule_writes(node);
+}
+
+void ClusterSim::reschedule_writes(uint32_t node) {
+  Node& nd = nodes_[node];
+  nd.writes.advance(now_);
+  size_t n = nd.writes.active();
+  nd.writes.set_rate(n > 0 ? snic_rate() / static_cast<double>(n) : 0.0);
+  double t = nd.writes.next_departure();
+  if (std::isfinite(t)) events_.push(t, kWriteDone, node, nd.writes.version());
+}
+
+void ClusterSim::on_write_done(uint32_t node, uint64_t version) {
+  Node& nd = nodes_[node];
+  if (version != nd.writes.version()) return;
+  nd.writes.advance(now_);
+  nd.writes.pop();
+  reschedule_writes(node);
+}
+
+Result<SimResult> ClusterSim::run() {
+  auto wall0 = std::chrono::steady_clock::now();
+  auto last_progress = wall0;
+  build();
+  while (!events_.empty() && agents_left_ > 0) {
+    Event ev = events_.pop();
+    now_ = ev.t;
+    switch (ev.kind) {
+      case kArrive: on_arrive(ev.a); break;
+      case kTick: on_tick(); break;
+      case kReadDone: on_read_done(ev.a, ev.b); break;
+      case kWriteDone: on_write_done(ev.a, ev.b); break;
+      case kPassDone: on_pass_done(ev.a); break;
+      case kBasicLoaded:
+        pes_[ev.a].basic_loaded = true;
+        try_start_pass(pes_[ev.a].group);
+        break;
+      case kDecodeStart: on_decode_start(ev.a); break;
+      case kDecodeDone: on_decode_done(ev.a, ev.b); break;
+      default: return Status::internal(fmt::format("unknown event kind {}", ev.kind));
+    }
+    if (opt_.progress && (events_.popped() & 0xffff) == 0) {
+      auto t = std::chrono::steady_clock::now();
+      if (std::chrono::duration<double>(t - last_progress).count() >= opt_.progress_interval_s) {
+        last_progress = t;
+        opt_.progress(now_, turns_done_, turns_total_);
+      }
+    }
+  }
+  if (agents_left_ > 0) {
+    return Status::internal(fmt::format(
+        "simulation stalled at t={:.1f}s with {} agents unfinished ({} of {} turns done); "
+        "this is a bug: please report the config and seed",
+        now_, agents_left_, turns_done_, turns_total_));
+  }
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return collect(wall);
+}
+
+SimResult ClusterSim::collect(double wall_s) {
+  SimResult res;
+  res.mode = std::string(mode_name(cfg_.mode));
+  res.model = cfg_.model.name;
+  res.pd = cfg_.pd_label();
+  res.dataset = cfg_.dataset;
+  res.agents = static_cast<int>(agents_.size());
+  res.turns = turns_done_;
+  res.jct_s = now_;
+  res.prompt_tokens = prompt_tokens_;
+  res.hit_tokens = hit_tokens_;
+  res.prompt_tokens_per_s = now_ > 0 ? prompt_tokens_ / now_ : 0;
+  res.ttft_p50_s = percentile(ttft_, 0.5);
+  res.ttft_p99_s = percentile(ttft_, 0.99);
+  res.ttft_mean_s = mean(ttft_);
+  res.ttst_p50_s = percentile(ttst_, 0.5);
+  res.tpot_p50_s = percentile(tpot_, 0.5);
+  res.tpot_p99_s = percentile(tpot_, 0.99);
+  res.ttft_sched_mean_s = mean(t_sched_);
+  res.ttft_read_mean_s = mean(t_read_);
+  res.ttft_prefill_mean_s = mean(t_prefill_);
+  res.hops = hops_;
+  res.storage_read_bytes = hops_.storage_read_pe + hops_.storage_read_de;
+  res.storage_write_bytes = storage_write_;
+  res.pe_path_turns = pe_path_;
+  res.de_path_turns = de_path_;
+  res.sim_events = events_.popped();
+  res.wall_s = wall_s;
+
+  // Floors: storage bytes over the usable storage bandwidth of the nodes allowed to read, and
+  // the prefill work at its best efficiency spread over every PE GPU.
+  int readers = dual() ? cfg_.prefill_nodes + cfg_.decode_nodes : cfg_.prefill_nodes;
+  res.io_floor_s = res.storage_read_bytes / (snic_rate() * readers);
+  res.compute_floor_s = compute_floor_work_s_ / static_cast<double>(pes_.size());
+  double busy = 0;
+  for (const auto& g : pe_groups_) busy += g.busy_s;
+  res.pe_busy_fraction = now_ > 0 ? busy / (now_ * static_cast<double>(pe_groups_.size())) : 0;
+
+  // Time series and SNIC balance: max/avg of per-node read throughput over the nodes allowed to
+  // read, averaged over the buckets of the busy period (the first 90 % of the run; the drain at
+  // the end is underloaded, where the ratio means little, PAPER.md §10.6).
+  size_t buckets = static_cast<size_t>(now_ / cfg_.timeseries_bucket_s) + 1;
+  std::vector<double> starts(agents_.size());
+  for (size_t a = 0; a < agents_.size(); ++a) starts[a] = agents_[a].start_s;
+  double ratio_sum = 0;
+  int ratio_n = 0;
+  for (size_t b = 0; b < buckets; ++b) {
+    TimePoint tp;
+    tp.t_s = static_cast<double>(b) * cfg_.timeseries_bucket_s;
+    double total = 0, mx = 0;
+    for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
+      const auto& v = nodes_[static_cast<size_t>(n)].read_bytes_by_bucket;
+      double bytes = b < v.size() ? v[b] : 0.0;
+      tp.snic_read_gbps.push_back(bytes * 8 / 1e9 / cfg_.timeseries_bucket_s);
+      if (n < readers) {
+        total += bytes;
+        mx = std::max(mx, bytes);
+      }
+    }
+    double t_end = tp.t_s + cfg_.timeseries_bucket_s;
+    for (size_t a = 0; a < agents_.size(); ++a) {
+      if (starts[a] < t_end && agent_finish_[a] >= t_end) tp.running_agents++;
+    }
+    tp.prompt_tokens_per_s =
+        (b < prompt_by_bucket_.size() ? prompt_by_bucket_[b] : 0.0) / cfg_.timeseries_bucket_s;
+    if (total > 0 && t_end <= 0.9 * now_) {
+      ratio_sum += mx / (total / readers);
+      ratio_n++;
+    }
+    res.timeseries.push_back(std::move(tp));
+  }
+  res.snic_read_max_over_avg = ratio_n > 0 ? ratio_sum / ratio_n : 0.0;
+  return res;
+}
+
+}  // namespace
+
+Result<SimResult> simulate(const SimConfig& cfg, const std::vector<AgentPlan>& agents,
+                           const SimOptions& options) {
+  DP_RETURN_IF_ERROR(cfg.validate());
+  if (agents.empty()) return Status::invalid_argument("no agents to simulate; use --agents N >= 1");
+  ClusterSim sim(cfg, agents, options);
+  return sim.run();
+}
+
+}  // namespace dualpath::sim

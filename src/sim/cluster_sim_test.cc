@@ -1,0 +1,138 @@
+#include "sim/cluster_sim.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "sim/experiment.h"
+
+namespace dualpath::sim {
+namespace {
+
+SimConfig small(Mode mode, int agents = 48) {
+  SimConfig cfg = *default_sim_config("ds660b");
+  cfg.mode = mode;
+  cfg.agents = agents;
+  cfg.dataset = "32k";
+  return cfg;
+}
+
+double expected_hit_bytes(const SimConfig& cfg, const std::vector<AgentPlan>& agents) {
+  double bytes = 0;
+  for (const auto& a : agents) {
+    for (const auto& t : a.turns) {
+      int64_t hit = std::min(t.context_tokens, t.prompt_tokens) / cfg.block_tokens * cfg.block_tokens;
+      bytes += static_cast<double>(hit) * static_cast<double>(cfg.model.stored_bytes_per_token());
+    }
+  }
+  return bytes;
+}
+
+TEST(ClusterSim, EveryTurnFinishesAndEveryHitIsReadExactlyOnce) {
+  for (Mode mode : {Mode::kBasic, Mode::kLayerwise, Mode::kDualPath, Mode::kFull}) {
+    SimConfig cfg = small(mode);
+    auto agents = build_agents(cfg);
+    ASSERT_TRUE(agents.is_ok()) << agents.status().to_string();
+    int64_t turns = 0;
+    for (const auto& a : *agents) turns += static_cast<int64_t>(a.turns.size());
+    auto r = simulate(cfg, *agents);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_EQ(r->turns, turns) << mode_name(mode);
+    EXPECT_NEAR(r->storage_read_bytes / expected_hit_bytes(cfg, *agents), 1.0, 1e-9)
+        << mode_name(mode);
+  }
+}
+
+TEST(ClusterSim, HopBytesFollowThePapersAccounting) {
+  SimConfig cfg = small(Mode::kFull);
+  auto agents = *build_agents(cfg);
+  auto r = *simulate(cfg, agents);
+  const HopBytes& h = r.hops;
+  // PE path: storage -> PE buffer -> PE HBM; DE path: storage -> DE buffer -> PE HBM.
+  EXPECT_NEAR(h.pe_h2d, h.storage_read_pe, 1.0);
+  EXPECT_NEAR(h.de_to_pe, h.storage_read_de, 1.0);
+  // Decode start copies every prompt's KV once into DE HBM.
+  double prompt_bytes = r.prompt_tokens * static_cast<double>(cfg.model.stored_bytes_per_token());
+  EXPECT_NEAR(h.de_h2d / prompt_bytes, 1.0, 1e-9);
+  // PE -> DE buffer: hit + miss on the PE path, miss only on the DE path: prompt - DE-side hits.
+  EXPECT_NEAR((h.pd_transfer + h.storage_read_de) / prompt_bytes, 1.0, 1e-9);
+  EXPECT_GT(r.pe_path_turns, 0);
+  EXPECT_GT(r.de_path_turns, 0);
+}
+
+TEST(ClusterSim, BasicAndLayerwiseReadOnlyOnThePrefillSide) {
+  for (Mode mode : {Mode::kBasic, Mode::kLayerwise}) {
+    auto r = *run_experiment(small(mode));
+    EXPECT_GT(r.hops.storage_read_pe, 0);
+    EXPECT_EQ(r.hops.storage_read_de, 0) << mode_name(mode);
+    EXPECT_EQ(r.de_path_turns, 0);
+  }
+}
+
+TEST(ClusterSim, OracleMovesNoKvBytes) {
+  auto r = *run_experiment(small(Mode::kOracle));
+  EXPECT_EQ(r.storage_read_bytes, 0);
+  EXPECT_EQ(r.hops.de_h2d + r.hops.pd_transfer + r.hops.pe_h2d + r.hops.persist, 0);
+}
+
+TEST(ClusterSim, SameSeedGivesTheSameJsonApartFromWallTime) {
+  SimConfig cfg = small(Mode::kFull, 32);
+  auto a = result_to_json(*run_experiment(cfg), true);
+  auto b = result_to_json(*run_experiment(cfg), true);
+  a.erase("wall_s");
+  b.erase("wall_s");
+  EXPECT_EQ(a.dump(), b.dump());
+  cfg.seed = 2;
+  auto c = result_to_json(*run_experiment(cfg), true);
+  c.erase("wall_s");
+  EXPECT_NE(a.dump(), c.dump());
+}
+
+TEST(ClusterSim, DualPathBeatsBasicWhenThePrefillStorageNicIsTheBottleneck) {
+  SimConfig cfg = small(Mode::kBasic, 256);
+  cfg.dataset = "64k";
+  double basic = run_experiment(cfg)->jct_s;
+  cfg.mode = Mode::kFull;
+  double full = run_experiment(cfg)->jct_s;
+  EXPECT_LT(full, basic);
+}
+
+// Physics: no run beats its own I/O floor or compute floor, on random configurations.
+TEST(ClusterSim, NoRunBeatsItsIoOrComputeFloor) {
+  std::mt19937_64 rng(12345);
+  const char* models[] = {"ds660b", "ds27b", "qwen32b"};
+  const char* datasets[] = {"32k", "48k", "64k"};
+  for (int i = 0; i < 10; ++i) {
+    const char* m = models[rng() % 3];
+    SimConfig cfg = *default_sim_config(m);
+    cfg.mode = static_cast<Mode>(rng() % 5);
+    cfg.prefill_nodes = 1 + static_cast<int>(rng() % 3);
+    cfg.decode_nodes = 1 + static_cast<int>(rng() % 3);
+    if (std::string(m) == "ds660b") {  // 671 GB of weights need two nodes per EP group
+      cfg.prefill_nodes = std::max(cfg.prefill_nodes, 2);
+      cfg.decode_nodes = std::max(cfg.decode_nodes, 2);
+    }
+    cfg.hw.snic_bytes_per_s = (5 + static_cast<double>(rng() % 60)) * 1e9;
+    cfg.agents = 8 + static_cast<int>(rng() % 64);
+    cfg.dataset = datasets[rng() % 3];
+    cfg.seed = rng() % 1000;
+    auto r = run_experiment(cfg);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    SCOPED_TRACE(fmt::format("{} {} {} agents={} snic={:.0f}GB/s", m, cfg.pd_label(),
+                             mode_name(cfg.mode), cfg.agents, cfg.hw.snic_bytes_per_s / 1e9));
+    EXPECT_GE(r->jct_s, r->io_floor_s * (1 - 1e-9));
+    EXPECT_GE(r->jct_s, r->compute_floor_s * (1 - 1e-9));
+  }
+}
+
+TEST(ClusterSim, RejectsZeroAgents) {
+  SimConfig cfg = small(Mode::kFull);
+  cfg.agents = 0;
+  auto r = run_experiment(cfg);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("agents"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dualpath::sim

@@ -1,0 +1,26 @@
+#pragma once
+// From a SimConfig to agents to a result: the workload side of a simulation run (dataset spec,
+// scaling, offline replay with the synthetic first round) and the JSON/CSV/table renderings.
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/cluster_sim.h"
+
+namespace dualpath::sim {
+
+// Loads cfg.dataset (32k|48k|64k|weka:PATH), applies append/gen scaling and makes cfg.agents
+// offline agents (all at t = 0) with the paper's synthetic first round.
+Result<std::vector<AgentPlan>> build_agents(const SimConfig& cfg);
+
+// build_agents + simulate.
+Result<SimResult> run_experiment(const SimConfig& cfg, const SimOptions& options = {});
+
+nlohmann::json result_to_json(const SimResult& r, bool with_timeseries = false);
+// The per-node SNIC throughput and running agents, one row per bucket.
+std::string timeseries_csv(const SimResult& r, int prefill_nodes);
+// A terminal table of the headline metrics.
+std::string result_table(const SimResult& r);
+
+}  // namespace dualpath::sim

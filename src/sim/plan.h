@@ -1,0 +1,29 @@
+#pragma once
+// P/D recommendation: simulate every split of a fixed node count and rank them (PAPER.md §11
+// item 2: the authors name a simulator as the tool for choosing P/D).
+
+#include <functional>
+#include <vector>
+
+#include "sim/experiment.h"
+
+namespace dualpath::sim {
+
+struct PlanCandidate {
+  int prefill_nodes = 0, decode_nodes = 0;
+  bool in_bottleneck_free_range = false;
+  SimResult result;
+};
+
+struct PlanRecommendation {
+  std::vector<PlanCandidate> candidates;  // every split simulated, P ascending
+  int best = -1;                          // index of the lowest JCT
+};
+
+// Simulates P = 1 .. total_nodes-1 (D = total - P) with `base` otherwise unchanged.
+// `on_candidate` (optional) is called after each simulation, for progress.
+Result<PlanRecommendation> recommend_pd(const SimConfig& base, int total_nodes, double pd_min,
+                                        double pd_max,
+                                        const std::function<void(const PlanCandidate&)>& on_candidate = {});
+
+}  // namespace dualpath::sim

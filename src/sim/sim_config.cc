@@ -1,0 +1,212 @@
+#include "sim/sim_config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <charconv>
+#include <cmath>
+#include <tuple>
+
+#include "dualpath/units.h"
+
+namespace dualpath::sim {
+
+const std::vector<std::string>& mode_names() {
+  static const std::vector<std::string> kNames = {"basic", "layerwise", "dualpath", "full",
+                                                  "oracle"};
+  return kNames;
+}
+
+Result<Mode> parse_mode(std::string_view name) {
+  static const Mode kModes[] = {Mode::kBasic, Mode::kLayerwise, Mode::kDualPath, Mode::kFull,
+                                Mode::kOracle};
+  for (size_t i = 0; i < mode_names().size(); ++i) {
+    if (mode_names()[i] == name) return kModes[i];
+  }
+  std::string hint = closest_match(name, mode_names());
+  return Status::invalid_argument(fmt::format(
+      "unknown mode '{}'; use one of {}{}", name, fmt::join(mode_names(), ", "),
+      hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
+}
+
+std::string_view mode_name(Mode m) { return mode_names()[static_cast<size_t>(m)]; }
+
+std::string SimConfig::pd_label() const {
+  return fmt::format("{}P{}D", prefill_nodes, decode_nodes);
+}
+
+Result<std::pair<int, int>> parse_pd(std::string_view text) {
+  auto bad = [&] {
+    return Status::invalid_argument(fmt::format(
+        "--pd '{}' is not a P/D layout; write it as <prefill nodes>P<decode nodes>D, e.g. 2P4D",
+        text));
+  };
+  size_t p = text.find_first_of("Pp");
+  if (p == std::string_view::npos || p == 0 || text.size() < p + 3) return bad();
+  char last = text.back();
+  if (last != 'D' && last != 'd') return bad();
+  int pn = 0, dn = 0;
+  auto r1 = std::from_chars(text.data(), text.data() + p, pn);
+  auto r2 = std::from_chars(text.data() + p + 1, text.data() + text.size() - 1, dn);
+  if (r1.ec != std::errc() || r1.ptr != text.data() + p || r2.ec != std::errc() ||
+      r2.ptr != text.data() + text.size() - 1)
+    return bad();
+  if (pn <= 0 || dn <= 0)
+    return Status::invalid_argument(fmt::format(
+        "--pd '{}': both node counts must be at least 1 (e.g. 1P1D)", text));
+  return std::pair<int, int>{pn, dn};
+}
+
+Result<SimConfig> default_sim_config(std::string_view model_name) {
+  SimConfig cfg;
+  DP_ASSIGN_OR_RETURN(cfg.model, model::model_preset(model_name));
+  DP_ASSIGN_OR_RETURN(cfg.hw, model::hardware_preset("h800"));
+  if (model_name == "ds660b") {
+    cfg.prefill_nodes = 2;
+    cfg.decode_nodes = 4;
+    cfg.pe_ep_nodes = 2;  // 671 GB of FP8 weights need >= 16 GPUs
+    cfg.de_ep_nodes = 4;
+  } else if (model_name == "qwen32b") {
+    cfg.prefill_nodes = 1;
+    cfg.decode_nodes = 2;
+    cfg.pe_ep_nodes = 1;
+    cfg.de_ep_nodes = 1;
+    cfg.pe_buffer_bytes = cfg.de_buffer_bytes = 320e9;
+  } else {
+    cfg.prefill_nodes = 1;
+    cfg.decode_nodes = 1;
+    cfg.pe_ep_nodes = 1;
+    cfg.de_ep_nodes = 1;
+  }
+  return cfg;
+}
+
+Status SimConfig::validate() const {
+  DP_RETURN_IF_ERROR(model.validate());
+  DP_RETURN_IF_ERROR(hw.validate());
+  DP_RETURN_IF_ERROR(eff.validate());
+  auto need = [](bool ok, std::string msg) { return ok ? Status::ok() : Status::invalid_argument(msg); };
+  DP_RETURN_IF_ERROR(need(prefill_nodes >= 1 && decode_nodes >= 1,
+                          fmt::format("cluster {}: needs at least one prefill and one decode node",
+                                      pd_label())));
+  DP_RETURN_IF_ERROR(need(agents >= 1, fmt::format("agents = {}: run at least one agent "
+                                                   "(--agents N with N >= 1)", agents)));
+  DP_RETURN_IF_ERROR(need(block_tokens >= 1, fmt::format("block_tokens = {} must be >= 1; 64 is "
+                                                         "the paper's", block_tokens)));
+  DP_RETURN_IF_ERROR(need(pe_buffer_bytes > 0 && de_buffer_bytes > 0,
+                          "cluster.pe_buffer_gb and cluster.de_buffer_gb must be positive"));
+  DP_RETURN_IF_ERROR(need(quota_s > 0, fmt::format("scheduler.quota_ms = {} must be positive "
+                                                   "(the paper uses 300)", quota_s * 1e3)));
+  DP_RETURN_IF_ERROR(need(append_scale > 0 && gen_scale > 0,
+                          "--append-scale and --gen-scale must be positive (1 = unscaled)"));
+  DP_RETURN_IF_ERROR(need(read_queue_depth >= 1, "scheduler.read_queue_depth must be >= 1"));
+  DP_RETURN_IF_ERROR(need(fetch_interval_s > 0, "scheduler.fetch_interval_ms must be positive"));
+  if (pe_ep_nodes < 1 || de_ep_nodes < 1)
+    return Status::invalid_argument("cluster.pe_ep_nodes and de_ep_nodes must be >= 1");
+  // The weights must fit in the HBM of an EP group, with the reserve and room for KV.
+  model::CostModel cost(model, hw, eff);
+  for (auto [role, ep_nodes, nodes, key] :
+       {std::tuple{"prefill", pe_ep_nodes, prefill_nodes, "cluster.pe_ep_nodes"},
+        std::tuple{"decode", de_ep_nodes, decode_nodes, "cluster.de_ep_nodes"}}) {
+    int gpus = std::min(ep_nodes, nodes) * hw.gpus_per_node;
+    if (cost.hbm_kv_budget_bytes(gpus, hbm_reserved_bytes) <= 0) {
+      int need_gpus = static_cast<int>(
+          std::ceil(model.weight_bytes() / std::max(1.0, hw.hbm_bytes - hbm_reserved_bytes)));
+      return Status::invalid_argument(fmt::format(
+          "{}: {} = {} gives {} GPUs, whose {:.0f} GB of HBM each cannot hold {:.0f} GB of {} "
+          "weights plus the {:.0f} GB reserve; use an EP group of at least {} GPUs "
+          "({} nodes, with at least that many {} nodes)",
+          model.name, key, ep_nodes, gpus, hw.hbm_bytes / 1e9, model.weight_bytes() / 1e9,
+          model.name, hbm_reserved_bytes / 1e9, need_gpus,
+          (need_gpus + hw.gpus_per_node) / hw.gpus_per_node, role));
+    }
+  }
+  return Status::ok();
+}
+
+Status apply_config(Config& f, SimConfig& c) {
+  if (f.has("model.preset")) {
+    std::string name = f.choice("model.preset", c.model.name, model::model_preset_names());
+    auto m = model::model_preset(name);
+    if (m.is_ok()) {
+      auto d = default_sim_config(name);
+      if (d.is_ok()) {
+        SimConfig fresh = *d;
+        fresh.mode = c.mode;
+        c = fresh;
+      }
+    }
+  }
+  if (f.has("hardware.preset")) {
+    auto h = model::hardware_preset(f.choice("hardware.preset", c.hw.name,
+                                             model::hardware_preset_names()));
+    if (h.is_ok()) c.hw = *h;
+  }
+  // Bandwidths are given in Gb/s like NIC datasheets (DRAM too: 4000 Gb/s = 500 GB/s).
+  c.hw.snic_bytes_per_s = gbps_to_bytes_per_s(f.positive_number(
+      "hardware.snic_gbps", bytes_per_s_to_gbps(c.hw.snic_bytes_per_s), "one storage NIC, Gb/s"));
+  c.hw.snics_per_node = static_cast<int>(
+      f.integer("hardware.snics_per_node", c.hw.snics_per_node, 1, 64, "storage NICs per node"));
+  c.hw.cnic_bytes_per_s = gbps_to_bytes_per_s(f.positive_number(
+      "hardware.cnic_gbps", bytes_per_s_to_gbps(c.hw.cnic_bytes_per_s), "one compute NIC, Gb/s"));
+  c.hw.dram_bytes_per_s = gbps_to_bytes_per_s(f.positive_number(
+      "hardware.dram_gbps", bytes_per_s_to_gbps(c.hw.dram_bytes_per_s), "node DRAM, Gb/s"));
+  c.hw.gpus_per_node = static_cast<int>(
+      f.integer("hardware.gpus_per_node", c.hw.gpus_per_node, 1, 64, "GPUs per node"));
+  c.hw.hbm_bytes = f.positive_number("hardware.hbm_gb", c.hw.hbm_bytes / 1e9, "GPU memory, GB") * 1e9;
+
+  c.prefill_nodes = static_cast<int>(f.integer("cluster.prefill_nodes", c.prefill_nodes, 1, 100000,
+                                               "prefill nodes"));
+  c.decode_nodes = static_cast<int>(f.integer("cluster.decode_nodes", c.decode_nodes, 1, 100000,
+                                              "decode nodes"));
+  c.pe_ep_nodes = static_cast<int>(f.integer("cluster.pe_ep_nodes", c.pe_ep_nodes, 1, 1000,
+                                             "nodes per prefill EP group"));
+  c.de_ep_nodes = static_cast<int>(f.integer("cluster.de_ep_nodes", c.de_ep_nodes, 1, 1000,
+                                             "nodes per decode EP group"));
+  c.pe_buffer_bytes =
+      f.positive_number("cluster.pe_buffer_gb", c.pe_buffer_bytes / 1e9, "PE DRAM buffer, GB") * 1e9;
+  c.de_buffer_bytes =
+      f.positive_number("cluster.de_buffer_gb", c.de_buffer_bytes / 1e9, "DE DRAM buffer, GB") * 1e9;
+  c.hbm_reserved_bytes = f.non_negative_number("cluster.hbm_reserved_gb",
+                                               c.hbm_reserved_bytes / 1e9, "GB per GPU") * 1e9;
+  c.block_tokens = static_cast<int>(
+      f.integer("store.block_tokens", c.block_tokens, 1, 1 << 20, "tokens per KV block"));
+
+  std::string mode = f.choice("scheduler.mode", std::string(mode_name(c.mode)), mode_names());
+  if (auto m = parse_mode(mode); m.is_ok()) c.mode = *m;
+  c.quota_s = f.positive_number("scheduler.quota_ms", c.quota_s * 1e3, "ms") / 1e3;
+  c.alpha_read_s = f.positive_number("scheduler.alpha_s", c.alpha_read_s, "seconds of reading");
+  c.beta_compute_s = f.positive_number("scheduler.beta_s", c.beta_compute_s, "seconds of prefill");
+  c.z_factor = f.positive_number("scheduler.z_factor", c.z_factor);
+  c.fetch_interval_s =
+      f.positive_number("scheduler.fetch_interval_ms", c.fetch_interval_s * 1e3, "ms") / 1e3;
+  c.read_queue_depth = static_cast<int>(
+      f.integer("scheduler.read_queue_depth", c.read_queue_depth, 1, 4096, "reads in flight"));
+
+  c.dataset = f.string("workload.dataset", c.dataset, "32k, 48k, 64k or weka:PATH");
+  c.agents = static_cast<int>(f.integer("workload.agents", c.agents, 1, 10'000'000, "agents"));
+  c.seed = static_cast<uint64_t>(f.integer("workload.seed", static_cast<int64_t>(c.seed), 0,
+                                           INT64_MAX));
+  c.append_scale = f.positive_number("workload.append_scale", c.append_scale);
+  c.gen_scale = f.positive_number("workload.gen_scale", c.gen_scale);
+  c.think_time = f.boolean("workload.think_time", c.think_time);
+
+  c.eff.linear_mfu = f.positive_number("efficiency.linear_mfu", c.eff.linear_mfu);
+  c.eff.attention_mfu = f.positive_number("efficiency.attention_mfu", c.eff.attention_mfu);
+  c.eff.layer_overhead_s =
+      f.non_negative_number("efficiency.layer_overhead_ms", c.eff.layer_overhead_s * 1e3) / 1e3;
+  c.eff.decode_step_overhead_s = f.non_negative_number("efficiency.decode_step_overhead_ms",
+                                                       c.eff.decode_step_overhead_s * 1e3) / 1e3;
+  c.eff.decode_mbu = f.positive_number("efficiency.decode_mbu", c.eff.decode_mbu);
+  c.eff.storage_efficiency =
+      f.positive_number("efficiency.storage_efficiency", c.eff.storage_efficiency);
+
+  // Live-system sections are read by the live system.
+  f.ignore_section("store");
+  f.ignore_section("live");
+  f.ignore_section("transport");
+  f.ignore_section("emulation");
+  return Status::ok();
+}
+
+}  // namespace dualpath::sim

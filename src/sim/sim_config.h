@@ -1,0 +1,82 @@
+#pragma once
+// SimConfig: one cluster, one workload, one mode. Read from the TOML file that also drives the
+// live system (configs/*.toml; one file describes one cluster for both), then overridden by flags.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/config.h"
+#include "model/cost_model.h"
+
+namespace dualpath::sim {
+
+// PAPER.md §9 baselines and the ablation of §10.5.
+enum class Mode {
+  kBasic,      // PE-side reads only, no layerwise prefill, round-robin engines
+  kLayerwise,  // + layerwise prefill (transfers overlap compute, HBM holds one layer)
+  kDualPath,   // + the DE read path, chosen by the shorter read queue; round-robin engines
+  kFull,       // + the scheduler: Algorithm 1, DE two-phase, compute-quota batching (DualPath)
+  kOracle,     // full, with no storage reads, no H2D/D2H and no PD transfer (zero-I/O bound)
+};
+
+const std::vector<std::string>& mode_names();
+Result<Mode> parse_mode(std::string_view name);
+std::string_view mode_name(Mode m);
+
+struct SimConfig {
+  model::ModelSpec model;
+  model::HardwareSpec hw;
+  model::Efficiency eff;
+  Mode mode = Mode::kFull;
+
+  int prefill_nodes = 2;
+  int decode_nodes = 4;
+  int pe_ep_nodes = 2;  // nodes per PE EP group (engines synchronise per forward pass)
+  int de_ep_nodes = 4;  // nodes per DE EP group (the weights are spread over it)
+  double pe_buffer_bytes = 80e9;  // DRAM buffer per PE node (PAPER.md §3: 80 GB, Qwen 320 GB)
+  double de_buffer_bytes = 80e9;
+  double hbm_reserved_bytes = 10e9;  // per GPU, for activations and workspace
+  int block_tokens = 64;
+
+  // Scheduler (PAPER.md §8.5).
+  double quota_s = 0.3;
+  double alpha_read_s = 3.0;
+  double beta_compute_s = 5.0;
+  double z_factor = 1.05;
+  double fetch_interval_s = 0.05;  // how often an engine group pulls work
+  int read_queue_depth = 8;        // reads in flight per storage NIC
+  int max_batch_requests = 256;    // per GPU and pass without a quota
+  // CNIC sharing: model traffic (EP dispatch/combine) is high priority; KV keeps this floor.
+  double kv_class_floor = 0.01;
+  double model_traffic_bytes_per_token = 0;  // 0: derived from the model (hidden x experts)
+
+  // Workload.
+  std::string dataset = "64k";
+  int agents = 1024;
+  uint64_t seed = 1;
+  double append_scale = 1.0;
+  double gen_scale = 1.0;
+  bool think_time = false;
+  int first_round_tokens = 64;  // the synthetic first round (PAPER.md §9)
+
+  // Outputs.
+  double timeseries_bucket_s = 10.0;
+
+  std::string pd_label() const;
+  Status validate() const;
+};
+
+// "2P4D" -> (2, 4).
+Result<std::pair<int, int>> parse_pd(std::string_view text);
+
+// Defaults per model (PAPER.md §9): ds660b 2P4D, qwen32b 1P2D (320 GB buffers, no EP), ds27b 1P1D.
+Result<SimConfig> default_sim_config(std::string_view model_name);
+
+// Applies a config file's sections ([model], [hardware], [cluster], [workload], [scheduler],
+// [efficiency]) over `cfg`. Sections for the live system only ([store], [live], [transport]) are
+// left to it. Errors name the key, the value and the fix.
+Status apply_config(Config& file, SimConfig& cfg);
+
+}  // namespace dualpath::sim
