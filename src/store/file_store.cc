@@ -106,9 +106,7 @@ Status FileStore::prepare_roots() {
     DP_RETURN_IF_ERROR(make_dir(root + "/blocks", root));
     DP_RETURN_IF_ERROR(make_dir(root + "/tmp", root));
     DP_RETURN_IF_ERROR(make_dir(root + "/quarantine", root));
-    for (int s = 0; s < kShards; ++s) {
-      DP_RETURN_IF_ERROR(make_dir(fmt::format("{}/blocks/{:02x}", root, s), root));
-    }
+    // Shard directories (blocks/00 .. blocks/ff) are made by the first write into each.
     // Permission bits do not tell (root ignores them, read-only mounts keep them): try a write.
     const std::string probe = fmt::format("{}/tmp/.probe.{}", root, ::getpid());
     int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (options_.direct_io ? O_DIRECT : 0);
@@ -176,7 +174,7 @@ void FileStore::scan_roots() {
     for (int s = 0; s < kShards; ++s) {
       const std::string dir = fmt::format("{}/blocks/{:02x}", root, s);
       DIR* d = ::opendir(dir.c_str());
-      if (d == nullptr) continue;
+      if (d == nullptr) continue;  // not made yet: no block was written into this shard
       while (dirent* e = ::readdir(d)) {
         std::string_view name(e->d_name);
         if (!is_key_file_name(name)) continue;
@@ -531,7 +529,7 @@ Status FileStore::finish_write(internal::BatchState& batch, IoOp& op) {
   } else if (op.fsync_result < 0) {
     status = Status::io_error(fmt::format("fsync of block file '{}' failed: {}", item.temp_path,
                                           errno_text(-op.fsync_result)));
-  } else if (::rename(item.temp_path.c_str(), item.path.c_str()) != 0) {
+  } else if (!publish(item.temp_path, item.path)) {
     const int err = errno;
     status = Status::io_error(fmt::format("publishing block file '{}' as '{}' failed: {}",
                                           item.temp_path, item.path, errno_text(err)));
@@ -542,6 +540,15 @@ Status FileStore::finish_write(internal::BatchState& batch, IoOp& op) {
   ::unlink(item.temp_path.c_str());
   index_.release(file_bytes_);
   return status;
+}
+
+bool FileStore::publish(const std::string& temp_path, const std::string& path) {
+  if (::rename(temp_path.c_str(), path.c_str()) == 0) return true;
+  if (errno != ENOENT) return false;
+  // The first block of its shard: make the shard directory (racing writers may both try).
+  const std::string dir = path.substr(0, path.rfind('/'));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  return ::rename(temp_path.c_str(), path.c_str()) == 0;
 }
 
 FileStore::Stats FileStore::stats() const {

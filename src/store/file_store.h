@@ -151,6 +151,9 @@ class FileStore {
   // Moves an invalid file to quarantine/ and logs one warning; returns the miss outcome.
   Status quarantine(int root, const BlockKey& key, const std::string& path, const Status& why);
   void unlink_victims(const std::vector<BlockIndex::Victim>& victims);
+  // Renames a written temp file into place, making its shard directory when it is the first.
+  // False with errno set on failure.
+  static bool publish(const std::string& temp_path, const std::string& path);
   // Worker thread: finishes one op of a batch.
   void finish_op(internal::BatchState& batch, IoOp& op);
   Status finish_read(internal::BatchState& batch, IoOp& op);

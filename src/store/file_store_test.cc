@@ -17,11 +17,11 @@
 namespace dualpath::store {
 namespace {
 
-using testing::holds_block;
-using testing::kTestDeadline;
-using testing::read_block;
-using testing::test_key;
-using testing::write_blocks;
+using testkit::holds_block;
+using testkit::kTestDeadline;
+using testkit::read_block;
+using testkit::test_key;
+using testkit::write_blocks;
 
 // A layout whose Full Block is not a multiple of 4096, so every read has an unaligned tail.
 constexpr BlockLayout kLayout{3, 64, 100};  // 19,200-byte Full Blocks

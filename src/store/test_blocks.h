@@ -9,7 +9,7 @@
 #include "store/aligned_buffer.h"
 #include "store/file_store.h"
 
-namespace dualpath::store::testing {
+namespace dualpath::store::testkit {
 
 inline constexpr Duration kTestDeadline = std::chrono::seconds(20);
 
@@ -71,4 +71,4 @@ inline ReadOutcome read_block(FileStore& store, const BlockKey& key) {
   return out;
 }
 
-}  // namespace dualpath::store::testing
+}  // namespace dualpath::store::testkit
