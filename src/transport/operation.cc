@@ -10,14 +10,19 @@ void OpState::complete(const Status& status) {
   CompletionCallback callback;
   {
     std::lock_guard lock(mu_);
-    if (done_) return;
-    done_ = true;
-    status_ = status;
+    if (done_ || completing_) return;
+    completing_ = true;
     callback = std::move(callback_);
     canceller_ = nullptr;
   }
-  cv_.notify_all();
+  // The callback runs before waiters wake, so a waiter sees its effects.
   if (callback) callback(status);
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+    status_ = status;
+  }
+  cv_.notify_all();
 }
 
 bool OpState::done() const {
@@ -49,7 +54,7 @@ void OpState::request_cancel() {
   std::function<void()> canceller;
   {
     std::lock_guard lock(mu_);
-    if (done_) return;
+    if (done_ || completing_) return;
     canceller = std::exchange(canceller_, nullptr);
   }
   if (canceller) canceller();
@@ -57,7 +62,7 @@ void OpState::request_cancel() {
 
 void OpState::set_canceller(std::function<void()> canceller) {
   std::lock_guard lock(mu_);
-  if (!done_) canceller_ = std::move(canceller);
+  if (!done_ && !completing_) canceller_ = std::move(canceller);
 }
 
 Operation& Operation::operator=(Operation&& other) noexcept {

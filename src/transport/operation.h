@@ -39,7 +39,7 @@ class OpState {
   OpState(CompletionCallback callback, std::thread::id progress_thread)
       : callback_(std::move(callback)), progress_thread_(progress_thread) {}
 
-  // Records the result, runs the callback and wakes waiters. Later calls are ignored.
+  // Runs the callback, then records the result and wakes waiters. Later calls are ignored.
   void complete(const Status& status);
   bool done() const;
   Status status() const;  // kInProgress until done
@@ -53,6 +53,7 @@ class OpState {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;                // guarded by mu_
+  bool completing_ = false;          // guarded by mu_; the callback is running
   Status status_;                    // guarded by mu_
   CompletionCallback callback_;      // guarded by mu_ until done_
   std::function<void()> canceller_;  // guarded by mu_

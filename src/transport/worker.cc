@@ -9,6 +9,7 @@
 #include <future>
 #include <random>
 
+#include "common/log.h"
 #include "transport/ucx_status.h"
 #include "transport/wire_format.h"
 #include "transport/worker_core.h"
@@ -85,6 +86,20 @@ Result<std::unique_ptr<Worker>> Worker::create(Context& context, WorkerOptions o
     }
   });
   DP_RETURN_IF_ERROR(address_status);
+  for (uint16_t id = 0; id < kMaxAmId; ++id) {
+    Status st;
+    std::string worker_name = worker->options_.name;
+    worker->run_sync([&] {
+      core_ptr->set_am_handler(
+          id,
+          [worker_name](const AmMessage& m) {
+            DP_LOG_WARN("transport: worker '{}' dropped active message {} ({} bytes): no handler",
+                        worker_name, m.id, m.data.size());
+          },
+          st);
+    });
+    DP_RETURN_IF_ERROR(st);
+  }
   WireWriter w;
   w.u32(kAddressMagic);
   w.u64(worker->id_);
@@ -343,6 +358,11 @@ Result<Operation> Worker::send_am(Endpoint& endpoint,
                                   std::span<const std::byte> header,
                                   std::span<const std::byte> data,
                                   OpOptions options) {
+  if (am_id >= kMaxAmId) {
+    return Status::invalid_argument(
+        fmt::format("active message id {} is not below kMaxAmId ({}); the peer could not handle it",
+                    am_id, kMaxAmId));
+  }
   DP_RETURN_IF_ERROR(endpoint.health(), "active message {} to '{}'", am_id, endpoint.peer_name());
   if (&endpoint.worker() != this) {
     return Status::invalid_argument("send_am: the endpoint belongs to another worker");
@@ -363,6 +383,10 @@ Result<Operation> Worker::send_am(Endpoint& endpoint,
 
 Status Worker::set_am_handler(uint16_t am_id, AmHandler handler) {
   if (!handler) return Status::invalid_argument("set_am_handler: empty handler");
+  if (am_id >= kMaxAmId) {
+    return Status::invalid_argument(
+        fmt::format("active message id {} is not below kMaxAmId ({})", am_id, kMaxAmId));
+  }
   Status st;
   run_sync([&] { core_->set_am_handler(am_id, std::move(handler), st); });
   return st;

@@ -65,6 +65,11 @@ struct RmaOp {
 
 enum class RmaKind { kPut, kGet };
 
+// Active-message ids are below this bound. The worker installs a handler for every id at
+// creation (messages nobody asked for are dropped with a warning): UCX 1.13 crashes on a message
+// whose id has no handler.
+inline constexpr uint16_t kMaxAmId = 64;
+
 // A received active message. The spans are valid only during the handler call.
 struct AmMessage {
   uint16_t id = 0;
@@ -116,7 +121,7 @@ class Worker {
                             std::span<const std::byte> header,
                             std::span<const std::byte> data,
                             OpOptions = {});
-  // Installs the handler for messages with `am_id` (replacing any previous one).
+  // Installs the handler for messages with `am_id` < kMaxAmId (replacing any previous one).
   Status set_am_handler(uint16_t am_id, AmHandler handler);
 
   // Validates requests into UCX terms (the checks listed at put()); `verb` names the operation in

@@ -104,8 +104,10 @@ void WorkerCore::stop() {
   post([this] { stopping_ = true; });
 }
 
-void WorkerCore::post_at(SteadyTime when, std::function<void()> task) {
-  timers_.emplace(when, std::move(task));
+WorkerCore::TimerKey WorkerCore::post_at(SteadyTime when, std::function<void()> task) {
+  TimerKey key{when, next_timer_id_++};
+  timers_.emplace(key, std::move(task));
+  return key;
 }
 
 void WorkerCore::run() {
@@ -153,7 +155,7 @@ void WorkerCore::run() {
 
 bool WorkerCore::run_timers(SteadyTime now) {
   bool ran = false;
-  while (!timers_.empty() && timers_.begin()->first <= now) {
+  while (!timers_.empty() && timers_.begin()->first.first <= now) {
     auto task = std::move(timers_.begin()->second);
     timers_.erase(timers_.begin());
     task();
@@ -164,7 +166,7 @@ bool WorkerCore::run_timers(SteadyTime now) {
 
 SteadyTime WorkerCore::next_wakeup() const {
   SteadyTime wake = SteadyTime::max();
-  if (!timers_.empty()) wake = timers_.begin()->first;
+  if (!timers_.empty()) wake = timers_.begin()->first.first;
   if (!deadlines_.empty()) wake = std::min(wake, deadlines_.begin()->first);
   return wake;
 }

@@ -78,8 +78,11 @@ class WorkerCore {
   ucp_worker_h native() const { return worker_; }
   const std::string& name() const { return name_; }
 
-  // Runs `task` at `when` (progress thread). Used by the traffic manager's rate limiter.
-  void post_at(SteadyTime when, std::function<void()> task);
+  // Runs `task` at `when` (progress thread); the returned key cancels it. Used by the traffic
+  // manager's rate limiter and queue deadlines.
+  using TimerKey = std::pair<SteadyTime, uint64_t>;
+  TimerKey post_at(SteadyTime when, std::function<void()> task);
+  void cancel_timer(const TimerKey& key) { timers_.erase(key); }
 
   // Posts `ops` on `ep` (puts or gets, requests released at once) followed by one endpoint flush
   // whose completion completes the batch: the doorbell batching of PAPER.md §7.
@@ -132,7 +135,8 @@ class WorkerCore {
   std::unordered_map<uint64_t, std::unique_ptr<Pending>> pending_;
   std::set<std::pair<SteadyTime, uint64_t>> deadlines_;  // (deadline, pending id)
   std::vector<std::unique_ptr<Pending>> abandoned_;      // completed by us, UCX may still call back
-  std::multimap<SteadyTime, std::function<void()>> timers_;
+  uint64_t next_timer_id_ = 1;
+  std::map<TimerKey, std::function<void()>> timers_;
   std::map<uint16_t, std::unique_ptr<AmSlot>> am_slots_;
 };
 

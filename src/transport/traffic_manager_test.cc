@@ -1,0 +1,204 @@
+// The traffic manager over real UCX between real processes (shared memory and TCP loopback).
+
+#include "transport/traffic_manager.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstring>
+
+#include "transport/transport_test_env.h"
+#include "transport/wire_format.h"
+
+namespace dualpath::transport {
+namespace {
+
+std::vector<std::byte> pattern(size_t n, uint8_t seed) {
+  std::vector<std::byte> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 7 + seed + i / 4093) & 0xff);
+  return v;
+}
+
+class TrafficManagerTest : public TransportTest {
+ protected:
+  std::unique_ptr<TrafficManager> make_manager(TrafficManagerOptions options = {}) {
+    auto tm = TrafficManager::create(*worker_, options);
+    EXPECT_TRUE(tm.is_ok()) << tm.status().to_string();
+    return tm.is_ok() ? std::move(tm).value() : nullptr;
+  }
+};
+
+TEST_P(TrafficManagerTest, SmallLayerBlocksGoOutInDoorbellBatches) {
+  PeerProcess& peer = spawn_peer("target", 4u << 20);
+  auto tm = make_manager();
+  ASSERT_TRUE(tm);
+  auto source = pattern(4u << 20, 9);
+  auto mr = worker_->register_memory(source);
+  ASSERT_TRUE(mr.is_ok());
+  // 1024 layer blocks of 4 KiB, in a shuffled order of offsets.
+  std::vector<RmaRequest> blocks;
+  for (size_t i = 0; i < 1024; ++i) {
+    size_t b = (i * 389) % 1024;
+    blocks.push_back({std::span(source).subspan(b * 4096, 4096), &peer.region(), b * 4096});
+  }
+  auto op = tm->put(TrafficClass::kKv, peer.endpoint(), blocks);
+  ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+  ASSERT_TRUE(op->wait_for(kTestWait).is_ok()) << op->status().to_string();
+  auto sum = peer.region_checksum(kTestWait);
+  ASSERT_TRUE(sum.is_ok());
+  EXPECT_EQ(*sum, fnv1a64(source));
+  TrafficStats st = tm->stats();
+  EXPECT_EQ(st.pieces, 1024u);
+  EXPECT_LE(st.batches, 1024u / tm->options().max_batch_ops + 1) << "one flush per batch";
+  EXPECT_EQ(st.bytes[static_cast<int>(TrafficClass::kKv)], 4u << 20);
+}
+
+TEST_P(TrafficManagerTest, LocalHbmCopiesArePutsThroughTheLoopbackEndpoint) {
+  auto tm = make_manager();
+  ASSERT_TRUE(tm);
+  auto host = pattern(1u << 20, 4);
+  std::vector<std::byte> hbm(2u << 20);
+  auto host_mr = worker_->register_memory(host);
+  auto hbm_mr = worker_->register_memory(hbm);
+  ASSERT_TRUE(host_mr.is_ok() && hbm_mr.is_ok());
+  auto arena = worker_->import_region(tm->local_endpoint(), (*hbm_mr)->descriptor());
+  ASSERT_TRUE(arena.is_ok()) << arena.status().to_string();
+  RmaRequest h2d{host, arena->get(), 1u << 20};
+  auto op = tm->put(TrafficClass::kKv, tm->local_endpoint(), std::span(&h2d, 1));
+  ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+  ASSERT_TRUE(op->wait_for(kTestWait).is_ok()) << op->status().to_string();
+  EXPECT_EQ(std::memcmp(hbm.data() + (1u << 20), host.data(), host.size()), 0);
+  EXPECT_EQ(tm->stats().bytes[static_cast<int>(TrafficClass::kKv)], 1u << 20);
+  // And back (HBM -> host) as a get through the same endpoint.
+  std::vector<std::byte> back(1u << 20);
+  auto back_mr = worker_->register_memory(back);
+  ASSERT_TRUE(back_mr.is_ok());
+  RmaRequest d2h{back, arena->get(), 1u << 20};
+  auto op2 = tm->get(TrafficClass::kKv, tm->local_endpoint(), std::span(&d2h, 1));
+  ASSERT_TRUE(op2.is_ok());
+  ASSERT_TRUE(op2->wait_for(kTestWait).is_ok()) << op2->status().to_string();
+  EXPECT_EQ(back, host);
+  arena->reset();
+}
+
+TEST_P(TrafficManagerTest, ModelMessagesOvertakeAQueuedKvStream) {
+  PeerProcess& peer = spawn_peer("target", 32u << 20);
+  TrafficManagerOptions o;
+  o.chunk_bytes = 64 * 1024;
+  o.max_inflight_bytes = 192 * 1024;
+  o.model_reserve_bytes = 64 * 1024;
+  auto tm = make_manager(o);
+  ASSERT_TRUE(tm);
+  auto source = pattern(32u << 20, 1);
+  auto mr = worker_->register_memory(source);
+  ASSERT_TRUE(mr.is_ok());
+  RmaRequest all{source, &peer.region(), 0};
+  auto kv = tm->put(TrafficClass::kKv, peer.endpoint(), std::span(&all, 1));
+  ASSERT_TRUE(kv.is_ok());
+  std::vector<std::byte> header(8, std::byte{1});
+  auto model = tm->send_am(TrafficClass::kModel, peer.endpoint(), kEchoAm, header, {});
+  ASSERT_TRUE(model.is_ok());
+  ASSERT_TRUE(model->wait_for(kTestWait).is_ok()) << model->status().to_string();
+  // 512 KV pieces were queued ahead of it; the model message went out within the reserve.
+  EXPECT_FALSE(kv->done()) << "the KV stream finished before a model message queued behind it";
+  ASSERT_TRUE(kv->wait_for(kTestWait).is_ok()) << kv->status().to_string();
+}
+
+TEST_P(TrafficManagerTest, TheKvClassIsNotStarvedByABusyModelClass) {
+  PeerProcess& peer = spawn_peer("target", 40u << 20);
+  TrafficManagerOptions o;
+  o.chunk_bytes = 64 * 1024;
+  o.max_inflight_bytes = 256 * 1024;
+  o.model_reserve_bytes = 64 * 1024;
+  // The emulated CNIC keeps the model class backlogged (32 MiB take ~130 ms at 2 Gb/s), so both
+  // classes are queued together, as on a busy NIC.
+  o.rate_limit_gbps = 2.0;
+  auto tm = make_manager(o);
+  ASSERT_TRUE(tm);
+  auto source = pattern(40u << 20, 2);
+  auto mr = worker_->register_memory(source);
+  ASSERT_TRUE(mr.is_ok());
+  // Model: 32 MiB; KV: 64 KiB, which at a 1 % share is due after ~6.4 MiB of model bytes.
+  RmaRequest model_req{std::span(source).first(32u << 20), &peer.region(), 0};
+  RmaRequest kv_req{std::span(source).subspan(32u << 20, 65536), &peer.region(), 32u << 20};
+  auto model = tm->put(TrafficClass::kModel, peer.endpoint(), std::span(&model_req, 1));
+  auto kv = tm->put(TrafficClass::kKv, peer.endpoint(), std::span(&kv_req, 1));
+  ASSERT_TRUE(model.is_ok() && kv.is_ok());
+  ASSERT_TRUE(kv->wait_for(kTestWait).is_ok()) << kv->status().to_string();
+  EXPECT_FALSE(model->done()) << "KV got no share while the model class was busy";
+  ASSERT_TRUE(model->wait_for(kTestWait).is_ok()) << model->status().to_string();
+}
+
+TEST_P(TrafficManagerTest, DroppingAnUnfinishedTransferCancelsItsQueuedPieces) {
+  PeerProcess& peer = spawn_peer("target", 32u << 20);
+  TrafficManagerOptions o;
+  o.chunk_bytes = 64 * 1024;
+  o.max_inflight_bytes = 128 * 1024;
+  o.model_reserve_bytes = 64 * 1024;
+  o.rate_limit_gbps = 1.0;  // 32 MiB would take ~270 ms
+  auto tm = make_manager(o);
+  ASSERT_TRUE(tm);
+  auto source = pattern(32u << 20, 3);
+  auto mr = worker_->register_memory(source);
+  ASSERT_TRUE(mr.is_ok());
+  RmaRequest all{source, &peer.region(), 0};
+  std::shared_ptr<Status> seen = std::make_shared<Status>(Status::in_progress());
+  {
+    auto kv = tm->put(TrafficClass::kKv, peer.endpoint(), std::span(&all, 1),
+                      OpOptions{Duration(0), [seen](const Status& s) { *seen = s; }});
+    ASSERT_TRUE(kv.is_ok());
+  }  // destroyed unfinished: cancels, then waits for the pieces in flight
+  EXPECT_EQ(seen->code(), StatusCode::kAborted) << seen->to_string();
+  // The manager still works afterwards.
+  RmaRequest small{std::span(source).first(4096), &peer.region(), 0};
+  auto next = tm->put(TrafficClass::kKv, peer.endpoint(), std::span(&small, 1));
+  ASSERT_TRUE(next.is_ok());
+  EXPECT_TRUE(next->wait_for(kTestWait).is_ok()) << next->status().to_string();
+}
+
+TEST_P(TrafficManagerTest, APeerKilledMidTransferFailsTheTransferWithinItsTimeout) {
+  PeerProcess& peer = spawn_peer("victim", 32u << 20);
+  TrafficManagerOptions o;
+  o.rate_limit_gbps = 2.0;  // keeps the transfer in flight long enough to be cut
+  auto tm = make_manager(o);
+  ASSERT_TRUE(tm);
+  auto source = pattern(32u << 20, 5);
+  auto mr = worker_->register_memory(source);
+  ASSERT_TRUE(mr.is_ok());
+  RmaRequest all{source, &peer.region(), 0};
+  std::vector<std::byte> header(8);
+  ASSERT_EQ(kill(peer.pid(), SIGSTOP), 0);
+  auto kv = tm->put(TrafficClass::kKv, peer.endpoint(), std::span(&all, 1),
+                    OpOptions{std::chrono::seconds(3), {}});
+  auto am = tm->send_am(TrafficClass::kModel, peer.endpoint(), kSinkAm, header,
+                        std::span(source).first(4u << 20), OpOptions{std::chrono::seconds(3), {}});
+  ASSERT_TRUE(kv.is_ok() && am.is_ok());
+  peer.kill_now();
+  Status kv_status = kv->wait_for(kTestWait);
+  Status am_status = am->wait_for(kTestWait);
+  ASSERT_TRUE(kv->done() && am->done());
+  EXPECT_FALSE(kv_status.is_ok());
+  EXPECT_FALSE(am_status.is_ok());
+}
+
+TEST(TrafficManagerOptions, InconsistentWindowsAreRejected) {
+  ContextOptions co;
+  co.transports = "sm,self";
+  auto ctx = Context::create(co);
+  ASSERT_TRUE(ctx.is_ok());
+  auto w = Worker::create(**ctx, {});
+  ASSERT_TRUE(w.is_ok());
+  TrafficManagerOptions o;
+  o.max_inflight_bytes = o.model_reserve_bytes;
+  auto tm = TrafficManager::create(**w, o);
+  ASSERT_FALSE(tm.is_ok());
+  EXPECT_TRUE(tm.status().is_invalid_argument()) << tm.status().to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports,
+                         TrafficManagerTest,
+                         testing::Values(kSharedMemory, kTcpLoopback),
+                         transport_param_name);
+
+}  // namespace
+}  // namespace dualpath::transport
