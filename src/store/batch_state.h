@@ -42,6 +42,9 @@ class BatchState final : public IoGroup {
         results_(requests),
         remaining_(requests) {}
 
+  // Worker thread. A write is finished here (published or cleaned up). A read's I/O is only
+  // recorded: its checksum is verified by the thread that waits for the batch (wait_for/poll),
+  // which is idle anyway, so that the I/O thread spends its time keeping the device busy.
   void on_op_done(IoOp& op) override;
 
   // Records request `i`'s outcome; the last one wakes waiters. Any thread.
@@ -49,8 +52,10 @@ class BatchState final : public IoGroup {
   // Hands the batch's ops to the worker (after the immediate outcomes are recorded).
   static void submit(std::shared_ptr<BatchState> self);
 
+  // The handle's thread: verifies reads whose I/O is done, until all are or the time is up.
   Status wait_for(Duration timeout);
-  bool done() const;
+  // The handle's thread: verifies what is ready; OK when every request has its outcome.
+  bool poll();
   void cancel_and_wait();
 
   Kind kind() const { return kind_; }
@@ -65,10 +70,15 @@ class BatchState final : public IoGroup {
   IoWorker& worker_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Status> results_;    // guarded by mu_ until done
-  size_t remaining_ = 0;           // guarded by mu_
-  bool submitted_ = false;         // guarded by mu_: the worker holds ops of this batch
-  bool cancel_requested_ = false;  // guarded by mu_
+  // Verifies the ready reads (called with `lock` held; releases it while verifying).
+  void verify_ready_locked(std::unique_lock<std::mutex>& lock);
+
+  std::vector<Status> results_;     // guarded by mu_ until done
+  size_t remaining_ = 0;            // guarded by mu_: requests without an outcome
+  std::vector<IoOp*> ready_reads_;  // guarded by mu_: I/O done, not verified yet
+  size_t ops_in_io_ = 0;            // guarded by mu_: ops the worker has not finished
+  bool submitted_ = false;          // guarded by mu_: the worker holds ops of this batch
+  bool cancel_requested_ = false;   // guarded by mu_
 };
 
 }  // namespace dualpath::store::internal

@@ -43,6 +43,25 @@ pid_t spawn_writer(const std::string& dir) {
   return pid;
 }
 
+// Block files visible in the store's tree (what a reader could open).
+uint64_t count_published(const std::string& dir) {
+  uint64_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir + "/blocks", ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    n += it->path().extension() == ".blk" ? 1 : 0;
+  }
+  return n;
+}
+
+// Whether the child has not exited yet (without reaping it).
+bool still_running(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == 0;
+}
+
 // Waits for the child with a deadline; returns its wait status, or -1 on timeout.
 int wait_child(pid_t pid, std::chrono::seconds deadline) {
   const auto end = std::chrono::steady_clock::now() + deadline;
@@ -84,7 +103,10 @@ uint64_t verify_visible_blocks(const std::string& dir) {
 TEST(CrashConsistency, WriterKilledAtRandomPointsLeavesNoVisiblePartialBlock) {
   TempDir tmp;
   std::mt19937 rng(20260225);  // fixed seed: the same kill schedule every run
-  std::uniform_int_distribution<int> delay_ms(0, 250);
+  // Kill points are chosen by progress, not by time, so they land among the writes however
+  // fast the disk is: after 1-60 more blocks are published, plus 0-2 ms into the next ones.
+  std::uniform_int_distribution<uint64_t> more_blocks(1, 60);
+  std::uniform_int_distribution<int> extra_us(0, 2000);
   int kills = 0;
   uint64_t present = 0;
   std::string progress;      // blocks visible after each kill
@@ -92,7 +114,13 @@ TEST(CrashConsistency, WriterKilledAtRandomPointsLeavesNoVisiblePartialBlock) {
   while (present < kWrites && kills < kMaxKills) {
     pid_t pid = spawn_writer(tmp.path());
     ASSERT_GT(pid, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));  // the kill point
+    const uint64_t target = present + more_blocks(rng);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (count_published(tmp.path()) < target && std::chrono::steady_clock::now() < give_up &&
+           still_running(pid)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(500));  // polling progress
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(extra_us(rng)));
     ::kill(pid, SIGKILL);
     int status = wait_child(pid, std::chrono::seconds(30));
     ASSERT_NE(status, -1) << "writer did not die";
@@ -118,7 +146,7 @@ TEST(CrashConsistency, WriterKilledAtRandomPointsLeavesNoVisiblePartialBlock) {
     present = verify_visible_blocks(tmp.path());
   }
   EXPECT_EQ(present, kWrites);
-  EXPECT_GE(kills, 10) << "the writer should have been killed mid-run many times";
+  EXPECT_GE(kills, 15) << "the writer should have been killed mid-run many times";
   RecordProperty("kills", kills);
   std::printf(
       "crash test: %d SIGKILLs during %llu writes; every visible block whole; blocks visible "

@@ -453,16 +453,18 @@ Result<IoBatch> FileStore::write(std::span<const WriteRequest> requests) {
   return IoBatch(std::move(batch));
 }
 
-void FileStore::finish_op(internal::BatchState& batch, IoOp& op) {
-  Status status = batch.kind() == internal::BatchState::Kind::kRead ? finish_read(batch, op)
-                                                                    : finish_write(batch, op);
-  batch.complete(op.tag, std::move(status));
+void FileStore::note_read_io_done() {
+  nic_->read_queue.remove(options_.layout.block_tokens, options_.layout.full_block_bytes());
+}
+
+void FileStore::abandon_read(internal::BatchState& batch, IoOp& op) {
+  ::close(op.fd);
+  index_.unpin(batch.items[op.tag].key);
 }
 
 Status FileStore::finish_read(internal::BatchState& batch, IoOp& op) {
   auto& item = batch.items[op.tag];
   ::close(op.fd);
-  nic_->read_queue.remove(options_.layout.block_tokens, options_.layout.full_block_bytes());
   // Unpin last: the block must not be evicted while its bytes are checked.
   struct Unpin {
     BlockIndex& index;

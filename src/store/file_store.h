@@ -27,7 +27,8 @@
 //
 // Threads: thread-safe. Any thread may call any method; each store has one I/O thread with one
 // io_uring ring (io_worker.h), which runs all reads and writes, verifies read checksums and
-// publishes written files. Calls block only for metadata system calls (open, stat, rename).
+// publishes written files; the thread that waits for a read batch verifies its checksums. Calls
+// block only for metadata system calls (open, stat, rename).
 
 #include <atomic>
 #include <memory>
@@ -154,9 +155,13 @@ class FileStore {
   // Renames a written temp file into place, making its shard directory when it is the first.
   // False with errno set on failure.
   static bool publish(const std::string& temp_path, const std::string& path);
-  // Worker thread: finishes one op of a batch.
-  void finish_op(internal::BatchState& batch, IoOp& op);
+  // Worker thread: a read's I/O has finished (it leaves the read queue).
+  void note_read_io_done();
+  // Waiting thread: verifies a read whose I/O has finished, closes its file and unpins it.
   Status finish_read(internal::BatchState& batch, IoOp& op);
+  // Waiting thread, cancelled batch: closes and unpins without verifying.
+  void abandon_read(internal::BatchState& batch, IoOp& op);
+  // Worker thread: publishes a written block (rename) or cleans up after a failed write.
   Status finish_write(internal::BatchState& batch, IoOp& op);
 
   FileStoreOptions options_;

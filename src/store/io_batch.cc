@@ -8,13 +8,27 @@
 namespace dualpath::store {
 namespace internal {
 
-void BatchState::on_op_done(IoOp& op) { store_.finish_op(*this, op); }
+void BatchState::on_op_done(IoOp& op) {
+  if (kind_ == Kind::kWrite) {
+    Status status = store_.finish_write(*this, op);
+    std::lock_guard lock(mu_);
+    --ops_in_io_;
+    results_[op.tag] = std::move(status);
+    // Notify under the lock: a waiter may destroy its handle as soon as it sees zero; the
+    // worker's own shared_ptr keeps this object alive until on_op_done returns.
+    if (--remaining_ == 0 || ops_in_io_ == 0) cv_.notify_all();
+    return;
+  }
+  store_.note_read_io_done();
+  std::lock_guard lock(mu_);
+  --ops_in_io_;
+  ready_reads_.push_back(&op);
+  cv_.notify_all();
+}
 
 void BatchState::complete(size_t i, Status status) {
   std::lock_guard lock(mu_);
   results_[i] = std::move(status);
-  // Notify under the lock: a waiter may destroy its handle as soon as it sees zero, and the
-  // worker's own shared_ptr keeps this object alive until on_op_done returns.
   if (--remaining_ == 0) cv_.notify_all();
 }
 
@@ -22,35 +36,68 @@ void BatchState::submit(std::shared_ptr<BatchState> self) {
   {
     std::lock_guard lock(self->mu_);
     self->submitted_ = true;
+    self->ops_in_io_ = self->ops.size();
   }
   IoWorker& worker = self->worker_;
   worker.submit(std::move(self));
 }
 
-Status BatchState::wait_for(Duration timeout) {
-  std::unique_lock lock(mu_);
-  if (cv_.wait_for(lock, timeout, [this] { return remaining_ == 0; })) return Status::ok();
-  return Status::timed_out(fmt::format(
-      "{} of {} block {}s still running after {:.3f} s; wait again, or destroy the batch to "
-      "cancel them",
-      remaining_, results_.size(), kind_ == Kind::kRead ? "read" : "write", to_seconds(timeout)));
+void BatchState::verify_ready_locked(std::unique_lock<std::mutex>& lock) {
+  while (!ready_reads_.empty()) {
+    std::vector<IoOp*> ready;
+    ready.swap(ready_reads_);
+    lock.unlock();
+    std::vector<Status> outcomes;
+    outcomes.reserve(ready.size());
+    for (IoOp* op : ready) outcomes.push_back(store_.finish_read(*this, *op));
+    lock.lock();
+    for (size_t i = 0; i < ready.size(); ++i) {
+      results_[ready[i]->tag] = std::move(outcomes[i]);
+      --remaining_;
+    }
+  }
 }
 
-bool BatchState::done() const {
-  std::lock_guard lock(mu_);
+Status BatchState::wait_for(Duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock lock(mu_);
+  for (;;) {
+    verify_ready_locked(lock);
+    if (remaining_ == 0) return Status::ok();
+    if (!cv_.wait_until(lock, deadline,
+                        [this] { return !ready_reads_.empty() || remaining_ == 0; })) {
+      return Status::timed_out(fmt::format(
+          "{} of {} block {}s still running after {:.3f} s; wait again, or destroy the batch "
+          "to cancel them",
+          remaining_, results_.size(), kind_ == Kind::kRead ? "read" : "write",
+          to_seconds(timeout)));
+    }
+  }
+}
+
+bool BatchState::poll() {
+  std::unique_lock lock(mu_);
+  verify_ready_locked(lock);
   return remaining_ == 0;
 }
 
 void BatchState::cancel_and_wait() {
   std::unique_lock lock(mu_);
   if (remaining_ == 0) return;
-  if (submitted_ && !cancel_requested_) {
+  if (submitted_ && ops_in_io_ > 0 && !cancel_requested_) {
     cancel_requested_ = true;
     worker_.cancel(this);
   }
   // No deadline: the contract is that no completion outlives the handle. Cancelled ops complete
   // promptly; ops already in the device finish on their own.
-  cv_.wait(lock, [this] { return remaining_ == 0; });
+  cv_.wait(lock, [this] { return ops_in_io_ == 0; });
+  // Reads that completed but were never waited for: release them without verifying.
+  for (IoOp* op : ready_reads_) {
+    store_.abandon_read(*this, *op);
+    results_[op->tag] = Status::aborted("the batch was destroyed before this read was waited for");
+    --remaining_;
+  }
+  ready_reads_.clear();
 }
 
 }  // namespace internal
@@ -71,8 +118,8 @@ Status IoBatch::wait_for(Duration timeout) {
   return state_->wait_for(timeout);
 }
 
-Status IoBatch::poll() const {
-  if (!state_ || state_->done()) return Status::ok();
+Status IoBatch::poll() {
+  if (!state_ || state_->poll()) return Status::ok();
   return Status::in_progress();
 }
 

@@ -2,6 +2,9 @@
 // IoBatch: an outstanding batch of block reads or writes (FileStore::read / FileStore::write).
 // Move-only RAII handle.
 //
+// Reads are verified (header and checksum) by the thread that calls wait_for or poll, so a
+// read's outcome is known only through them.
+//
 // Each request of the batch ends with its own Status, in request order:
 //   reads:  OK (the buffer holds the verified block), kNotFound (a miss: absent, evicted, or an
 //           invalid file that was quarantined), kIoError, kAborted (cancelled);
@@ -38,8 +41,9 @@ class IoBatch {
   // Blocks until every request has finished or `timeout` has passed. OK: all finished (look at
   // results()). kTimedOut: some are still running; call again, or destroy to cancel.
   Status wait_for(Duration timeout);
-  // Non-blocking: OK when all finished, else kInProgress.
-  Status poll() const;
+  // Non-blocking (it verifies reads whose I/O is done): OK when all finished, else
+  // kInProgress.
+  Status poll();
 
   size_t size() const;
   // Per-request outcomes; call only after wait_for/poll returned OK.

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
 
 #include "common/log.h"
 
@@ -39,21 +40,47 @@ Result<std::unique_ptr<IoWorker>> IoWorker::start(int queue_depth, TokenBucket* 
         "queue_depth {} is out of range; use 1 to 4096 (64 is a good start)", queue_depth));
   }
   std::unique_ptr<IoWorker> w(new IoWorker(queue_depth, limiter));
-  int rc = io_uring_queue_init(ring_entries(queue_depth), w->ring_.get(), 0);
-  if (rc < 0) {
-    w->ring_.reset();
-    return Status::unavailable(fmt::format(
-        "io_uring_queue_init({} entries) failed: {} (errno {}); io_uring may be disabled "
-        "(see /proc/sys/kernel/io_uring_disabled) or the memlock limit too low (ulimit -l)",
-        ring_entries(queue_depth), std::strerror(-rc), -rc));
-  }
   w->wake_fd_ = eventfd(0, EFD_CLOEXEC);
   if (w->wake_fd_ < 0) {
     int err = errno;
     return Status::io_error(fmt::format("eventfd failed: {} (errno {})", std::strerror(err), err));
   }
-  w->thread_ = std::thread([p = w.get()] { p->run(); });
+  // The ring is made on the worker thread: with SINGLE_ISSUER its creator is its only submitter.
+  std::promise<Status> ready;
+  auto ready_future = ready.get_future();
+  w->thread_ = std::thread([p = w.get(), &ready] {
+    Status s = p->init_ring();
+    const bool ok = s.is_ok();
+    ready.set_value(std::move(s));
+    if (ok) p->run();
+  });
+  Status s = ready_future.get();
+  if (!s.is_ok()) {
+    w->thread_.join();
+    w->ring_.reset();
+    return s;
+  }
   return w;
+}
+
+Status IoWorker::init_ring() {
+  // Completions are handled only when this thread asks for them (DEFER_TASKRUN): no
+  // inter-processor interrupt per completion, which costs a VM exit on virtual machines and was
+  // worth about 10% of small-read IOPS on our test VM. Older kernels refuse the flags; plain
+  // rings work everywhere since 5.1.
+  const unsigned entries = ring_entries(queue_depth_);
+  int rc = io_uring_queue_init(
+      entries, ring_.get(),
+      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_COOP_TASKRUN);
+  if (rc == -EINVAL) rc = io_uring_queue_init(entries, ring_.get(), 0);
+  if (rc < 0) {
+    return Status::unavailable(fmt::format(
+        "io_uring_queue_init({} entries) failed: {} (errno {}); io_uring may be disabled "
+        "(see /proc/sys/kernel/io_uring_disabled) or the memlock limit too low (ulimit -l)",
+        entries, std::strerror(-rc), -rc));
+  }
+  ring_ready_ = true;
+  return Status::ok();
 }
 
 IoWorker::~IoWorker() {
@@ -67,7 +94,7 @@ IoWorker::~IoWorker() {
     (void)n;  // the eventfd counter cannot overflow with one write per call
     thread_.join();
   }
-  if (ring_) io_uring_queue_exit(ring_.get());
+  if (ring_ready_) io_uring_queue_exit(ring_.get());
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -232,6 +259,12 @@ void IoWorker::reap() {
     }
   }
   io_uring_cq_advance(ring_.get(), seen);
+  if (done.empty()) return;
+  // Refill the ring before finishing the done ops: finishing verifies checksums, and the device
+  // should not idle meanwhile.
+  Duration ignored{0};
+  fill_ring(&ignored);
+  io_uring_submit(ring_.get());
   for (IoOp* op : done) finish(*op);
 }
 

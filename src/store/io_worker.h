@@ -84,6 +84,7 @@ class IoWorker {
 
  private:
   IoWorker(int queue_depth, TokenBucket* limiter);
+  Status init_ring();
   void run();
   void take_incoming();
   void fill_ring(Duration* next_start);
@@ -94,6 +95,7 @@ class IoWorker {
   const int queue_depth_;
   TokenBucket* const limiter_;
   std::unique_ptr<io_uring> ring_;
+  bool ring_ready_ = false;  // io_uring_queue_init succeeded
   int wake_fd_ = -1;
   uint64_t wake_buffer_ = 0;  // worker thread: target of the armed eventfd read
   bool wake_armed_ = false;   // worker thread
