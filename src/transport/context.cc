@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <ucp/api/ucp.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <random>
 #include <set>
 #include <string_view>
 
@@ -88,7 +91,42 @@ Result<std::unique_ptr<Context>> Context::create(const ContextOptions& options) 
 Context::Context(ucp_context* context, ContextOptions options, bool peer_failure_detection)
     : context_(context),
       options_(std::move(options)),
-      peer_failure_detection_(peer_failure_detection) {}
+      peer_failure_detection_(peer_failure_detection) {
+  std::random_device rd;
+  id_ = ((static_cast<uint64_t>(rd()) << 32) ^ rd()) ^ static_cast<uint64_t>(getpid());
+}
+
+bool Context::overlaps_registration(const std::byte* data, uint64_t size) const {
+  auto base = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard lock(registry_mu_);
+  auto next = registry_.lower_bound(base);
+  bool hit = next != registry_.end() && next->first < base + size;
+  if (next != registry_.begin()) {
+    auto prev = std::prev(next);
+    hit = hit || prev->first + prev->second.size_bytes > base;
+  }
+  return hit;
+}
+
+void Context::add_registration(const std::byte* data, uint64_t size, ucp_mem* memh) {
+  std::lock_guard lock(registry_mu_);
+  registry_[reinterpret_cast<uintptr_t>(data)] = Registration{size, memh};
+}
+
+void Context::remove_registration(const std::byte* data) {
+  std::lock_guard lock(registry_mu_);
+  registry_.erase(reinterpret_cast<uintptr_t>(data));
+}
+
+ucp_mem* Context::find_registration(const std::byte* data, uint64_t size) const {
+  auto p = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard lock(registry_mu_);
+  auto it = registry_.upper_bound(p);
+  if (it == registry_.begin()) return nullptr;
+  --it;
+  if (p + size > it->first + it->second.size_bytes) return nullptr;
+  return it->second.memh;
+}
 
 Context::~Context() { ucp_cleanup(context_); }
 

@@ -7,14 +7,19 @@
 // Thread-safe after create(); workers and memory registrations made from it must be destroyed
 // before it.
 
+#include <cstddef>
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "dualpath/result.h"
 
-struct ucp_context;  // UCX's opaque type; only transport/*.cc sees its definition.
+struct ucp_context;  // UCX's opaque types; only transport/*.cc sees their definitions.
+struct ucp_mem;
 
 namespace dualpath::transport {
 
@@ -49,12 +54,32 @@ class Context {
   // is detected by the operations' deadlines alone (docs/transport.md "Failure handling").
   bool peer_failure_detection() const { return peer_failure_detection_; }
 
+  // Identifies this context in region descriptors: a remote key is valid through an endpoint to
+  // any worker of the context that registered the memory.
+  uint64_t id() const { return id_; }
+
+  // The registrations of this context, by address (used to check and find the memory handle of
+  // a local buffer). Thread-safe.
+  bool overlaps_registration(const std::byte* data, uint64_t size) const;
+  void add_registration(const std::byte* data, uint64_t size, ucp_mem* memh);
+  void remove_registration(const std::byte* data);
+  // The handle of the registration holding [data, data + size), or null.
+  ucp_mem* find_registration(const std::byte* data, uint64_t size) const;
+
  private:
   Context(ucp_context* context, ContextOptions options, bool peer_failure_detection);
+
+  struct Registration {
+    uint64_t size_bytes;
+    ucp_mem* memh;
+  };
 
   ucp_context* context_;
   ContextOptions options_;
   bool peer_failure_detection_;
+  uint64_t id_;
+  mutable std::mutex registry_mu_;
+  std::map<uintptr_t, Registration> registry_;  // by base address; guarded by registry_mu_
 };
 
 }  // namespace dualpath::transport

@@ -25,6 +25,7 @@ class Endpoint {
 
   const std::string& peer_name() const;
   uint64_t peer_worker_id() const;
+  uint64_t peer_context_id() const;
   // OK while usable; after a peer failure or an operation timeout, the error that closed it.
   Status health() const;
   Worker& worker() const { return worker_; }

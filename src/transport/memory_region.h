@@ -33,7 +33,7 @@ class MemoryRegion {
 
   std::span<std::byte> span() const { return buffer_; }
   uint64_t id() const { return id_; }
-  // The bytes a peer passes to Worker::import_region(): owner worker id, region id, address,
+  // The bytes a peer passes to Worker::import_region(): owner context id, region id, address,
   // length and the packed UCX remote key, with a checksum.
   const std::vector<std::byte>& descriptor() const { return descriptor_; }
   ucp_mem* native() const { return memh_; }
@@ -63,7 +63,7 @@ class RemoteRegion {
 
   uint64_t base_address() const { return base_address_; }
   uint64_t length_bytes() const { return length_bytes_; }
-  uint64_t owner_worker_id() const { return owner_worker_id_; }
+  uint64_t owner_context_id() const { return owner_context_id_; }
   uint64_t region_id() const { return region_id_; }
   const Endpoint& endpoint() const { return endpoint_; }
   ucp_rkey* native() const { return rkey_; }
@@ -71,14 +71,14 @@ class RemoteRegion {
  private:
   friend class Worker;
   RemoteRegion(const Endpoint& endpoint,
-               uint64_t owner_worker_id,
+               uint64_t owner_context_id,
                uint64_t region_id,
                uint64_t base_address,
                uint64_t length_bytes,
                ucp_rkey* rkey);
 
   const Endpoint& endpoint_;
-  uint64_t owner_worker_id_;
+  uint64_t owner_context_id_;
   uint64_t region_id_;
   uint64_t base_address_;
   uint64_t length_bytes_;

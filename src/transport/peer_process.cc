@@ -45,13 +45,22 @@ int run_transport_peer(const PeerOptions& options) {
   auto worker = Worker::create(**context, WorkerOptions{options.name});
   if (!worker.is_ok()) return fail(worker.status());
   Worker& w = **worker;
-  std::vector<std::byte> buffer(options.region_bytes);
-  auto region = w.register_memory(buffer);
+  // A second worker (progress thread) for the KV class, on the same context: the peer side of
+  // the per-class lanes (docs/transport.md). It only receives puts, so it needs no handlers.
+  WorkerOptions kv_options{options.name + "-kv"};
+  kv_options.nice = kKvWorkerNice;
+  auto kv_worker = Worker::create(**context, kv_options);
+  if (!kv_worker.is_ok()) return fail(kv_worker.status());
+  // UCX-allocated, so that shared-memory peers can map it (a direct memcpy per put).
+  auto region = w.allocate_memory(options.region_bytes);
   if (!region.is_ok()) return fail(region.status());
+  std::span<std::byte> buffer = (*region)->span();
+  std::memset(buffer.data(), 0, buffer.size());
 
   auto parent_address = (*channel)->receive(kOobTimeout);
   if (!parent_address.is_ok()) return fail(parent_address.status());
   Status st = (*channel)->send(w.address(), kOobTimeout);
+  if (st.is_ok()) st = (*channel)->send((*kv_worker)->address(), kOobTimeout);
   if (st.is_ok()) st = (*channel)->send((*region)->descriptor(), kOobTimeout);
   if (!st.is_ok()) return fail(st);
   auto parent = w.connect(*parent_address);
@@ -95,6 +104,7 @@ int run_transport_peer(const PeerOptions& options) {
   }
   parent->reset();
   region->reset();
+  kv_worker->reset();
   return 0;
 }
 
@@ -102,7 +112,8 @@ Result<std::unique_ptr<PeerProcess>> PeerProcess::spawn(Worker& worker,
                                                         const std::string& program,
                                                         const std::vector<std::string>& args,
                                                         PeerOptions options,
-                                                        Duration timeout) {
+                                                        Duration timeout,
+                                                        Worker* kv_worker) {
   DP_ASSIGN_OR_RETURN(auto listener, OobListener::listen("127.0.0.1"));
   options.oob_port = listener->port();
   std::vector<std::string> argv_strings{program};
@@ -129,10 +140,19 @@ Result<std::unique_ptr<PeerProcess>> PeerProcess::spawn(Worker& worker,
   DP_RETURN_IF_ERROR(context(peer->channel_->send(worker.address(), timeout)));
   auto address = peer->channel_->receive(timeout);
   if (!address.is_ok()) return context(address.status());
+  auto kv_address = peer->channel_->receive(timeout);
+  if (!kv_address.is_ok()) return context(kv_address.status());
   auto descriptor = peer->channel_->receive(timeout);
   if (!descriptor.is_ok()) return context(descriptor.status());
+  peer->address_ = *address;
+  peer->descriptor_ = *descriptor;
   DP_ASSIGN_OR_RETURN(peer->endpoint_, worker.connect(*address));
   DP_ASSIGN_OR_RETURN(peer->region_, worker.import_region(*peer->endpoint_, *descriptor));
+  if (kv_worker != nullptr) {
+    DP_ASSIGN_OR_RETURN(peer->kv_endpoint_, kv_worker->connect(*kv_address));
+    DP_ASSIGN_OR_RETURN(peer->kv_region_,
+                        kv_worker->import_region(*peer->kv_endpoint_, *descriptor));
+  }
   auto ready = peer->channel_->receive(timeout);
   if (!ready.is_ok()) return context(ready.status());
   return peer;
@@ -150,8 +170,22 @@ Result<uint64_t> PeerProcess::region_checksum(Duration timeout) {
 }
 
 Status PeerProcess::fill_region(uint8_t value, Duration timeout) {
-  DP_ASSIGN_OR_RETURN(std::string answer, command(fmt::format("fill {}", value), timeout));
-  return answer == "ok" ? Status::ok() : Status::internal("peer answered: " + answer);
+  auto answer = command(fmt::format("fill {}", value), timeout);
+  if (!answer.is_ok()) return answer.status();
+  if (answer->size() == 2 && answer->compare("ok") == 0) return Status::ok();
+  return Status::internal("peer answered: " + *answer);
+}
+
+Status PeerProcess::stop() {
+  if (pid_ <= 0) return Status::failed_precondition("the peer process has exited");
+  if (::kill(pid_, SIGSTOP) != 0) {
+    return Status::io_error(fmt::format("SIGSTOP to pid {}: {}", pid_, std::strerror(errno)));
+  }
+  int wstatus = 0;
+  if (waitpid(pid_, &wstatus, WUNTRACED) != pid_ || !WIFSTOPPED(wstatus)) {
+    return Status::internal(fmt::format("peer pid {} did not stop", pid_));
+  }
+  return Status::ok();
 }
 
 void PeerProcess::kill_now() {
@@ -162,6 +196,8 @@ void PeerProcess::kill_now() {
 }
 
 void PeerProcess::disconnect() {
+  kv_region_.reset();
+  kv_endpoint_.reset();
   region_.reset();
   endpoint_.reset();
 }

@@ -104,10 +104,13 @@ struct TrafficManager::Core {
       bytes = t.header.size() + t.data.size();
       account(cls, bytes, 0, now);
       dequeue_only(t);
-      wc.start_am(*t.ep, t.am_id, std::move(t.header), t.data, t.data_memh, t.deadline,
-                  [this, transfer_id, cls, bytes](const Status& s) {
-                    on_batch_done(transfer_id, cls, bytes, s);
-                  });
+      start_on(
+          t.ep,
+          [ep = t.ep, am_id = t.am_id, header = std::move(t.header), data = t.data,
+           memh = t.data_memh, deadline = t.deadline](WorkerCore& w, DoneFn done) mutable {
+            w.start_am(*ep, am_id, std::move(header), data, memh, deadline, std::move(done));
+          },
+          transfer_id, cls, bytes);
       return;
     }
     std::vector<RmaOp> batch;
@@ -119,11 +122,39 @@ struct TrafficManager::Core {
     }
     account(cls, bytes, batch.size(), now);
     if (t.pieces.empty()) dequeue_only(t);
-    // May complete at once (shared memory): on_batch_done then runs inside this call.
-    wc.start_rma(t.kind, *t.ep, std::move(batch), t.deadline,
-                 [this, transfer_id, cls, bytes](const Status& s) {
-                   on_batch_done(transfer_id, cls, bytes, s);
-                 });
+    start_on(
+        t.ep,
+        [ep = t.ep, kind = t.kind, batch = std::move(batch), deadline = t.deadline](
+            WorkerCore& w, DoneFn done) mutable {
+          w.start_rma(kind, *ep, std::move(batch), deadline, std::move(done));
+        },
+        transfer_id, cls, bytes);
+  }
+
+  // Starts a batch on the worker that owns `ep`. On our own worker it starts now (and may
+  // complete at once on shared memory: on_batch_done then runs inside this call). An endpoint of
+  // another worker (a per-class worker, docs/transport.md) gets the batch through that worker's
+  // inbox, and the completion comes back through ours, so the arbiter's state stays on this
+  // thread.
+  void start_on(EndpointState* ep,
+                std::function<void(WorkerCore&, DoneFn)> start,
+                uint64_t transfer_id,
+                TrafficClass cls,
+                uint64_t bytes) {
+    if (ep->core == &wc) {
+      start(wc, [this, transfer_id, cls, bytes](const Status& s) {
+        on_batch_done(transfer_id, cls, bytes, s);
+      });
+      return;
+    }
+    WorkerCore* home = &wc;
+    WorkerCore* target = ep->core;
+    target->post([target, home, this, start = std::move(start), transfer_id, cls, bytes] {
+      start(*target, [home, this, transfer_id, cls, bytes](const Status& s) {
+        home->post(
+            [this, transfer_id, cls, bytes, s] { on_batch_done(transfer_id, cls, bytes, s); });
+      });
+    });
   }
 
   void account(TrafficClass cls, uint64_t bytes, size_t pieces, SteadyTime now) {
@@ -325,7 +356,8 @@ Result<Operation> TrafficManager::submit_rma(RmaKind kind,
                                              std::span<const RmaRequest> requests,
                                              OpOptions options) {
   const char* verb = kind == RmaKind::kPut ? "put" : "get";
-  DP_ASSIGN_OR_RETURN(auto ops, worker_.resolve(endpoint, requests, verb));
+  // The endpoint may belong to another worker (one per class); its worker checks the request.
+  DP_ASSIGN_OR_RETURN(auto ops, endpoint.worker().resolve(endpoint, requests, verb));
   auto t = std::make_unique<Transfer>();
   t->cls = cls;
   t->kind = kind;
@@ -369,9 +401,6 @@ Result<Operation> TrafficManager::send_am(TrafficClass cls,
                     am_id, kMaxAmId));
   }
   DP_RETURN_IF_ERROR(endpoint.health(), "active message {} to '{}'", am_id, endpoint.peer_name());
-  if (&endpoint.worker() != &worker_) {
-    return Status::invalid_argument("send_am: the endpoint belongs to another worker");
-  }
   auto t = std::make_unique<Transfer>();
   t->cls = cls;
   t->is_am = true;
@@ -379,7 +408,8 @@ Result<Operation> TrafficManager::send_am(TrafficClass cls,
   t->am_id = am_id;
   t->header.assign(header.begin(), header.end());
   t->data = data;
-  t->data_memh = data.empty() ? nullptr : worker_.find_registration(data.data(), data.size());
+  t->data_memh =
+      data.empty() ? nullptr : endpoint.worker().find_registration(data.data(), data.size());
   return Operation(start_transfer(std::move(t), options));
 }
 

@@ -12,9 +12,12 @@
 // out as one doorbell batch: up to max_batch_ops puts, then one flush. An optional token bucket
 // emulates a slower CNIC.
 //
-// On real hardware the NIC's arbiter does the fine-grained part: give each class its own
-// Context (with UCX_IB_SL / UCX_IB_TRAFFIC_CLASS set per class, docs/transport.md) or at least
-// its own Endpoint to the peer, and submit each class on its endpoint.
+// Endpoints may belong to other workers than the manager's own: the production mapping gives each
+// class its own Worker (and Context, with UCX_IB_SL / UCX_IB_TRAFFIC_CLASS set per class,
+// docs/transport.md), so the NIC's arbiter separates the classes on the wire and a KV stream
+// never occupies the progress thread that serves model messages. Submit each class on an
+// endpoint of its worker; the arbitration state stays on the manager's worker, batches start on
+// the endpoint's worker and their completions come back through the manager's inbox.
 //
 // Threads: the manager runs on its Worker's progress thread; its public methods are thread-safe
 // (they validate on the calling thread, then queue the work through the worker's inbox).

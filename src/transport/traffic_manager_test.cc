@@ -167,7 +167,7 @@ TEST_P(TrafficManagerTest, APeerKilledMidTransferFailsTheTransferWithinItsTimeou
   ASSERT_TRUE(mr.is_ok());
   RmaRequest all{source, &peer.region(), 0};
   std::vector<std::byte> header(8);
-  ASSERT_EQ(kill(peer.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(peer.stop().is_ok());
   auto kv = tm->put(TrafficClass::kKv, peer.endpoint(), std::span(&all, 1),
                     OpOptions{std::chrono::seconds(3), {}});
   auto am = tm->send_am(TrafficClass::kModel, peer.endpoint(), kSinkAm, header,

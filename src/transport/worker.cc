@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <random>
 
@@ -43,23 +46,30 @@ Result<std::unique_ptr<Worker>> Worker::create(Context& context, WorkerOptions o
   std::promise<WorkerCore*> started;  // hands the thread its core once the Worker exists
   auto started_future = started.get_future();
   std::string name = options.name;
-  std::thread thread([&context, name, &created, started = std::move(started_future)]() mutable {
-    std::string thread_name = ("dp-" + name).substr(0, 15);
-    pthread_setname_np(pthread_self(), thread_name.c_str());
-    ucp_worker_params_t params{};
-    params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only this thread touches it
-    ucp_worker_h w = nullptr;
-    Status st = ucx_status(ucp_worker_create(context.native(), &params, &w),
-                           fmt::format("ucp_worker_create for worker '{}'", name));
-    if (!st.is_ok()) {
-      created.set_value(st);
-      return;
-    }
-    created.set_value(std::make_unique<WorkerCore>(w, name));
-    WorkerCore* core = started.get();
-    if (core) core->run();
-  });
+  int nice = options.nice;
+  std::thread thread(
+      [&context, name, nice, &created, started = std::move(started_future)]() mutable {
+        std::string thread_name = ("dp-" + name).substr(0, 15);
+        pthread_setname_np(pthread_self(), thread_name.c_str());
+        // Per-thread on Linux: setpriority on a thread id changes only that thread.
+        if (nice != 0 && setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), nice) != 0) {
+          DP_LOG_WARN("transport: worker '{}': cannot set nice {}: {}", name, nice,
+                      std::strerror(errno));
+        }
+        ucp_worker_params_t params{};
+        params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+        params.thread_mode = UCS_THREAD_MODE_SINGLE;  // only this thread touches it
+        ucp_worker_h w = nullptr;
+        Status st = ucx_status(ucp_worker_create(context.native(), &params, &w),
+                               fmt::format("ucp_worker_create for worker '{}'", name));
+        if (!st.is_ok()) {
+          created.set_value(st);
+          return;
+        }
+        created.set_value(std::make_unique<WorkerCore>(w, name));
+        WorkerCore* core = started.get();
+        if (core) core->run();
+      });
   auto core_result = created_future.get();
   if (!core_result.is_ok()) {
     thread.join();
@@ -103,6 +113,7 @@ Result<std::unique_ptr<Worker>> Worker::create(Context& context, WorkerOptions o
   WireWriter w;
   w.u32(kAddressMagic);
   w.u64(worker->id_);
+  w.u64(context.id());
   w.text(worker->options_.name);
   w.bytes(ucx_address);
   worker->address_ = w.finish();
@@ -147,6 +158,7 @@ Result<std::unique_ptr<Endpoint>> Worker::connect(std::span<const std::byte> pee
   }
   auto state = std::make_unique<EndpointState>();
   DP_ASSIGN_OR_RETURN(state->peer_worker_id, reader.u64());
+  DP_ASSIGN_OR_RETURN(state->peer_context_id, reader.u64());
   DP_ASSIGN_OR_RETURN(state->peer_name, reader.text());
   DP_ASSIGN_OR_RETURN(auto ucx_address, reader.bytes());
   // The loopback endpoint (our own address) cannot lose its peer.
@@ -161,19 +173,22 @@ Result<std::unique_ptr<MemoryRegion>> Worker::register_memory(std::span<std::byt
   if (buffer.empty() || buffer.data() == nullptr) {
     return Status::invalid_argument("cannot register an empty buffer");
   }
-  auto base = reinterpret_cast<uintptr_t>(buffer.data());
-  {
-    std::lock_guard lock(registry_mu_);
-    auto next = registry_.lower_bound(base);
-    bool overlaps = (next != registry_.end() && next->first < base + buffer.size());
-    if (next != registry_.begin()) {
-      auto prev = std::prev(next);
-      overlaps = overlaps || prev->first + prev->second.size_bytes > base;
-    }
-    if (overlaps) {
+  return map_memory(buffer.data(), buffer.size(), false);
+}
+
+Result<std::unique_ptr<MemoryRegion>> Worker::allocate_memory(uint64_t bytes) {
+  if (bytes == 0) return Status::invalid_argument("cannot allocate an empty region");
+  return map_memory(nullptr, bytes, true);
+}
+
+Result<std::unique_ptr<MemoryRegion>> Worker::map_memory(std::byte* address,
+                                                         uint64_t bytes,
+                                                         bool allocate) {
+  if (!allocate) {
+    if (context_.overlaps_registration(address, bytes)) {
       return Status::invalid_argument(fmt::format(
-          "buffer at {:#x} ({} bytes) overlaps a region already registered with worker '{}'", base,
-          buffer.size(), options_.name));
+          "buffer at {} ({} bytes) overlaps a region already registered with worker '{}'",
+          static_cast<const void*>(address), bytes, options_.name));
     }
   }
   uint64_t region_id = g_next_region_id.fetch_add(1, std::memory_order_relaxed);
@@ -182,15 +197,26 @@ Result<std::unique_ptr<MemoryRegion>> Worker::register_memory(std::span<std::byt
   std::vector<std::byte> rkey;
   run_sync([&] {
     ucp_mem_map_params_t params{};
-    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    params.address = buffer.data();
-    params.length = buffer.size();
+    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                        UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    params.address = address;
+    params.length = bytes;
+    params.flags = allocate ? UCP_MEM_MAP_ALLOCATE : 0;
     st = ucx_status(ucp_mem_map(context_.native(), &params, &memh),
-                    fmt::format("ucp_mem_map of {} bytes", buffer.size()));
+                    fmt::format("ucp_mem_map of {} bytes", bytes));
     if (!st.is_ok()) return;
+    if (allocate) {
+      ucp_mem_attr_t attr{};
+      attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+      st = ucx_status(ucp_mem_query(memh, &attr), "ucp_mem_query");
+      address = static_cast<std::byte*>(attr.address);
+    }
     void* packed = nullptr;
     size_t packed_size = 0;
-    st = ucx_status(ucp_rkey_pack(context_.native(), memh, &packed, &packed_size), "ucp_rkey_pack");
+    if (st.is_ok()) {
+      st = ucx_status(ucp_rkey_pack(context_.native(), memh, &packed, &packed_size),
+                      "ucp_rkey_pack");
+    }
     if (!st.is_ok()) {
       ucp_mem_unmap(context_.native(), memh);
       return;
@@ -200,19 +226,17 @@ Result<std::unique_ptr<MemoryRegion>> Worker::register_memory(std::span<std::byt
     ucp_rkey_buffer_release(packed);
   });
   DP_RETURN_IF_ERROR(st);
+  auto base = reinterpret_cast<uintptr_t>(address);
   WireWriter w;
   w.u32(kRegionMagic);
-  w.u64(id_);
+  w.u64(context_.id());
   w.u64(region_id);
   w.u64(base);
-  w.u64(buffer.size());
+  w.u64(bytes);
   w.bytes(rkey);
-  {
-    std::lock_guard lock(registry_mu_);
-    registry_[base] = Registration{buffer.size(), memh};
-  }
+  context_.add_registration(address, bytes, memh);
   return std::unique_ptr<MemoryRegion>(
-      new MemoryRegion(*this, buffer, region_id, memh, w.finish()));
+      new MemoryRegion(*this, std::span(address, bytes), region_id, memh, w.finish()));
 }
 
 Result<std::unique_ptr<RemoteRegion>> Worker::import_region(const Endpoint& endpoint,
@@ -229,11 +253,12 @@ Result<std::unique_ptr<RemoteRegion>> Worker::import_region(const Endpoint& endp
   DP_ASSIGN_OR_RETURN(uint64_t base, reader.u64());
   DP_ASSIGN_OR_RETURN(uint64_t length, reader.u64());
   DP_ASSIGN_OR_RETURN(auto rkey_bytes, reader.bytes());
-  if (owner != endpoint.peer_worker_id()) {
+  if (owner != endpoint.peer_context_id()) {
     return Status::invalid_argument(fmt::format(
-        "region {} belongs to worker {:#x}, but the endpoint connects to peer '{}' ({:#x}); a "
-        "remote key only works through an endpoint to the worker that registered it",
-        region_id, owner, endpoint.peer_name(), endpoint.peer_worker_id()));
+        "region {} belongs to UCX context {:#x}, but the endpoint connects to peer '{}' (context "
+        "{:#x}); a remote key only works through an endpoint to a worker of the context that "
+        "registered it",
+        region_id, owner, endpoint.peer_name(), endpoint.peer_context_id()));
   }
   if (&endpoint.worker() != this) {
     return Status::invalid_argument(
@@ -256,16 +281,6 @@ Result<std::unique_ptr<RemoteRegion>> Worker::import_region(const Endpoint& endp
   DP_RETURN_IF_ERROR(st);
   return std::unique_ptr<RemoteRegion>(
       new RemoteRegion(endpoint, owner, region_id, base, length, rkey));
-}
-
-ucp_mem* Worker::find_registration(const std::byte* data, size_t size) const {
-  auto p = reinterpret_cast<uintptr_t>(data);
-  std::lock_guard lock(registry_mu_);
-  auto it = registry_.upper_bound(p);
-  if (it == registry_.begin()) return nullptr;
-  --it;
-  if (p + size > it->first + it->second.size_bytes) return nullptr;
-  return it->second.memh;
 }
 
 Result<std::vector<RmaOp>> Worker::resolve(const Endpoint& endpoint,
@@ -403,6 +418,7 @@ Endpoint::~Endpoint() {
 
 const std::string& Endpoint::peer_name() const { return state_->peer_name; }
 uint64_t Endpoint::peer_worker_id() const { return state_->peer_worker_id; }
+uint64_t Endpoint::peer_context_id() const { return state_->peer_context_id; }
 Status Endpoint::health() const { return state_->health(); }
 
 // ---- MemoryRegion ----
@@ -415,23 +431,20 @@ MemoryRegion::MemoryRegion(Worker& worker,
     : worker_(worker), buffer_(buffer), id_(id), memh_(memh), descriptor_(std::move(descriptor)) {}
 
 MemoryRegion::~MemoryRegion() {
-  {
-    std::lock_guard lock(worker_.registry_mu_);
-    worker_.registry_.erase(reinterpret_cast<uintptr_t>(buffer_.data()));
-  }
+  worker_.context_.remove_registration(buffer_.data());
   worker_.run_sync([&] { ucp_mem_unmap(worker_.context_.native(), memh_); });
 }
 
 // ---- RemoteRegion ----
 
 RemoteRegion::RemoteRegion(const Endpoint& endpoint,
-                           uint64_t owner_worker_id,
+                           uint64_t owner_context_id,
                            uint64_t region_id,
                            uint64_t base_address,
                            uint64_t length_bytes,
                            ucp_rkey* rkey)
     : endpoint_(endpoint),
-      owner_worker_id_(owner_worker_id),
+      owner_context_id_(owner_context_id),
       region_id_(region_id),
       base_address_(base_address),
       length_bytes_(length_bytes),

@@ -43,6 +43,11 @@ struct WorkerOptions {
   // Deadline of an operation whose OpOptions::timeout is zero. A transfer that takes longer
   // fails with kTimedOut and its endpoint is closed (the peer is presumed lost).
   Duration default_timeout = std::chrono::seconds(10);
+  // Nice value of the progress thread (0: inherit). A KV-class worker in emulation runs at 19:
+  // on a machine without a NIC, its progress thread does the NIC's work (the copies), and the
+  // kernel scheduler then plays the NIC's priority arbiter, letting model-class threads run
+  // first (CFS weight 15 vs 1024, close to the paper's 99:1; docs/transport.md "Isolation").
+  int nice = 0;
 };
 
 // One piece of a put or a get: `local` lies inside a MemoryRegion of this worker (the source of
@@ -102,6 +107,12 @@ class Worker {
   // overlapping an existing registration.
   Result<std::unique_ptr<MemoryRegion>> register_memory(std::span<std::byte> buffer);
 
+  // Allocates `bytes` of host memory through UCX and registers it: the memory the peer can map
+  // directly on shared memory (posix/sysv segments), so shm puts are a single memcpy instead of
+  // a cross-process copy. Owned by the region. Prefer it for buffers peers write into (DRAM
+  // buffers, the "HBM" arena on a CPU machine).
+  Result<std::unique_ptr<MemoryRegion>> allocate_memory(uint64_t bytes);
+
   // Unpacks a peer's MemoryRegion::descriptor() for use through `endpoint`. kInvalidArgument when
   // the descriptor is corrupted or belongs to a worker other than the endpoint's peer.
   Result<std::unique_ptr<RemoteRegion>> import_region(const Endpoint& endpoint,
@@ -129,8 +140,12 @@ class Worker {
   Result<std::vector<RmaOp>> resolve(const Endpoint& endpoint,
                                      std::span<const RmaRequest> requests,
                                      std::string_view verb) const;
-  // Looks up the registration holding [data, data + size): its UCX memory handle, or null.
-  ucp_mem* find_registration(const std::byte* data, size_t size) const;
+  // Looks up the registration holding [data, data + size) in this worker's context: its UCX
+  // memory handle, or null.
+  ucp_mem* find_registration(const std::byte* data, size_t size) const {
+    return context_.find_registration(data, size);
+  }
+  Context& context() const { return context_; }
 
   // Runs `task` on the progress thread, after the tasks queued before it.
   void post(std::function<void()> task);
@@ -145,14 +160,13 @@ class Worker {
   friend class RemoteRegion;
 
   Worker(Context& context, WorkerOptions options, std::unique_ptr<WorkerCore> core, uint64_t id);
+  // Maps (registers, or with `allocate` allocates) memory and packs its descriptor.
+  Result<std::unique_ptr<MemoryRegion>> map_memory(std::byte* address,
+                                                   uint64_t bytes,
+                                                   bool allocate);
   // Runs `fn` on the progress thread and waits for it (inline when already there).
   void run_sync(const std::function<void()>& fn);
   Operation make_operation(OpOptions& options, std::chrono::steady_clock::time_point& deadline);
-
-  struct Registration {
-    uint64_t size_bytes;
-    ucp_mem* memh;
-  };
 
   Context& context_;
   WorkerOptions options_;
@@ -160,8 +174,6 @@ class Worker {
   uint64_t id_;
   std::vector<std::byte> address_;
   std::thread thread_;
-  mutable std::mutex registry_mu_;
-  std::map<uintptr_t, Registration> registry_;  // by base address; guarded by registry_mu_
 };
 
 }  // namespace dualpath::transport

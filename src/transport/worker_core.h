@@ -30,6 +30,7 @@ using DoneFn = std::function<void(const Status&)>;
 struct EndpointState {
   ucp_ep_h ep = nullptr;  // progress thread only; null once closed
   uint64_t peer_worker_id = 0;
+  uint64_t peer_context_id = 0;
   std::string peer_name;
   WorkerCore* core = nullptr;
   // UCP_ERR_HANDLING_MODE_PEER (UCX reports a lost peer); false on shared memory and for the

@@ -178,7 +178,7 @@ TEST_P(WorkerTest, KillingThePeerMidTransferFailsEveryPendingOperation) {
   ASSERT_TRUE(mr.is_ok());
   const auto op_timeout = seconds(3);
   // Stop the peer so that nothing that needs it can finish, then queue work, then kill it.
-  ASSERT_EQ(kill(peer.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(peer.stop().is_ok());
   std::vector<Operation> ops;
   for (int i = 0; i < 4; ++i) {
     // Rendezvous active messages: they need the peer's progress to complete.
@@ -219,7 +219,7 @@ TEST_P(WorkerTest, KillingThePeerMidTransferFailsEveryPendingOperation) {
 TEST_P(WorkerTest, OperationsToAStoppedPeerTimeOutAtTheirDeadline) {
   PeerProcess& peer = spawn_peer("sleeper", 8u << 20);
   auto source = pattern(4u << 20, 2);
-  ASSERT_EQ(kill(peer.pid(), SIGSTOP), 0);
+  ASSERT_TRUE(peer.stop().is_ok());
   auto am = worker_->send_am(peer.endpoint(), kSinkAm, {}, source,
                              OpOptions{std::chrono::milliseconds(500), {}});
   ASSERT_TRUE(am.is_ok());

@@ -1,0 +1,134 @@
+// dualpath bench transport: put/get/AM bandwidth through the traffic manager next to ucx_perftest
+// on the same transport, operation and size, plus the model/KV isolation experiment (issue 4).
+// The logic lives in src/transport/transport_bench.{h,cc}; docs/transport.md explains the figures.
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/dualpath/cli_util.h"
+#include "apps/dualpath/command.h"
+#include "transport/peer_process.h"
+#include "transport/transport_bench.h"
+
+namespace dualpath::app {
+namespace {
+
+using transport::PeerOptions;
+using transport::TransportBenchOptions;
+
+// "64K", "4M", "16MiB", "65536" -> bytes.
+Result<uint64_t> parse_size(const std::string& text) {
+  size_t pos = 0;
+  uint64_t value = 0;
+  try {
+    value = std::stoull(text, &pos);
+  } catch (...) {
+    return Status::invalid_argument(fmt::format("'{}' is not a size (e.g. 64K, 1M, 16M)", text));
+  }
+  std::string unit = text.substr(pos);
+  if (unit.empty() || unit == "B") return value;
+  if (unit == "K" || unit == "KiB" || unit == "k") return value << 10;
+  if (unit == "M" || unit == "MiB") return value << 20;
+  if (unit == "G" || unit == "GiB") return value << 30;
+  return Status::invalid_argument(fmt::format("unknown size unit in '{}' (use K, M or G)", text));
+}
+
+void setup(CLI::App& parent, int& exit_code) {
+  auto opt = std::make_shared<TransportBenchOptions>();
+  auto peer = std::make_shared<PeerOptions>();
+  auto json_path = std::make_shared<std::string>();
+  auto sizes = std::make_shared<std::vector<std::string>>();
+  auto bytes_per_case = std::make_shared<std::string>("256M");
+  auto no_perftest = std::make_shared<bool>(false);
+  auto no_isolation = std::make_shared<bool>(false);
+  auto peer_devices = std::make_shared<std::string>("-");
+  CLI::App* cmd = parent.add_subcommand(
+      "transport",
+      "UCX transport: put, get and active-message bandwidth through the traffic manager, with\n"
+      "ucx_perftest (ucp_put_bw, ucp_get, ucp_am_bw) on the same transport, operation and size\n"
+      "in the same run, and the isolation experiment: model-class message round trips alone and\n"
+      "under a saturating KV-class stream. A peer process is started for each transport.\n"
+      "Bandwidth in Gb/s (1e9 bits/s), best of --repeats for both tools, interleaved.\n"
+      "Example: dualpath bench transport --json transport.json");
+  cmd->add_option("--json", *json_path,
+                  "Write the results here as JSON (`cases` array and `isolation` object)");
+  cmd->add_option("--transports", opt->transports, "sm, tcp or both (default both)")
+      ->delimiter(',');
+  cmd->add_option("--ops", opt->ops, "put, get, am (default all three)")->delimiter(',');
+  cmd->add_option("--sizes", *sizes, "Message sizes (default 64K,256K,1M,4M,16M)")->delimiter(',');
+  cmd->add_option("--bytes-per-case", *bytes_per_case,
+                  "Bytes moved per measurement (default 256M; iterations = bytes / size)");
+  cmd->add_option("--repeats", opt->repeats, "Runs per tool and case; the best counts (default 3)");
+  cmd->add_option("--perftest", opt->perftest_program, "The ucx_perftest binary");
+  cmd->add_flag("--no-perftest", *no_perftest, "Skip ucx_perftest (ratios are then 0)");
+  cmd->add_option("--isolation-transports", opt->isolation_transports,
+                  "Transports for the isolation experiment (default sm,tcp)")
+      ->delimiter(',');
+  cmd->add_option("--isolation-probes", opt->isolation_probes,
+                  "Model-class round trips per phase (default 2000)");
+  cmd->add_flag("--no-isolation", *no_isolation, "Skip the isolation experiment");
+  cmd->add_option("--chunk-bytes", opt->traffic.chunk_bytes,
+                  "Traffic manager: largest piece handed to UCX (default 262144)");
+  cmd->add_option("--max-inflight-bytes", opt->traffic.max_inflight_bytes,
+                  "Traffic manager: bytes in flight (default 2097152)");
+  // The peer process: this same binary, started by the benchmark with these hidden options.
+  cmd->add_option("--peer-port", peer->oob_port)->group("");
+  cmd->add_option("--peer-tls", peer->transports)->group("");
+  cmd->add_option("--peer-devices", *peer_devices)->group("");
+  cmd->add_option("--peer-region-bytes", peer->region_bytes)->group("");
+  cmd->add_option("--peer-name", peer->name)->group("");
+  cmd->callback([=, &exit_code] {
+    if (peer->oob_port != 0) {
+      peer->net_devices = *peer_devices == "-" ? "" : *peer_devices;
+      exit_code = transport::run_transport_peer(*peer);
+      return;
+    }
+    if (!sizes->empty()) {
+      opt->sizes.clear();
+      for (const auto& s : *sizes) {
+        auto bytes = parse_size(s);
+        if (!bytes.is_ok()) {
+          exit_code = usage_error(bytes.status().message());
+          return;
+        }
+        opt->sizes.push_back(*bytes);
+      }
+    }
+    auto total = parse_size(*bytes_per_case);
+    if (!total.is_ok()) {
+      exit_code = usage_error(total.status().message());
+      return;
+    }
+    opt->bytes_per_case = *total;
+    opt->run_perftest = !*no_perftest;
+    if (*no_isolation) opt->isolation_transports.clear();
+    opt->peer_program = "/proc/self/exe";
+    opt->peer_args = {"bench", "transport"};
+    auto report = transport::run_transport_bench(
+        *opt, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    if (!report.is_ok()) {
+      usage_error("bench transport: " + report.status().to_string());
+      exit_code = 1;
+      return;
+    }
+    std::fputs(transport::format_transport_report(*report).c_str(), stdout);
+    if (!json_path->empty()) {
+      Status st = write_text_file(*json_path, transport::transport_report_json(*report).dump(2));
+      if (!st.is_ok()) {
+        usage_error("bench transport: " + st.to_string());
+        exit_code = 1;
+        return;
+      }
+    }
+    exit_code = 0;
+  });
+}
+
+DP_REGISTER_COMMAND("bench", "transport", setup);
+
+}  // namespace
+}  // namespace dualpath::app

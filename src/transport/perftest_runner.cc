@@ -1,0 +1,187 @@
+#include "transport/perftest_runner.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace dualpath::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A free TCP port (bound, then released; the small race is harmless on a test machine).
+uint16_t pick_free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Whether something listens on `port` (read from /proc/net/tcp, so that we do not connect: the
+// perftest server would take our probe for its client).
+bool is_listening(uint16_t port) {
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);
+  std::string want = fmt::format(":{:04X}", port);
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    if (state == "0A" && local.size() >= want.size() &&
+        local.compare(local.size() - want.size(), want.size(), want) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+struct Child {
+  pid_t pid = -1;
+  std::string output_path;
+};
+
+Result<Child> spawn(const std::vector<std::string>& args,
+                    const std::vector<std::string>& env_extra,
+                    const std::string& output_path) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("UCX_TLS=", 0) == 0 || kv.rfind("UCX_NET_DEVICES=", 0) == 0) continue;
+    env_strings.push_back(kv);
+  }
+  env_strings.insert(env_strings.end(), env_extra.begin(), env_extra.end());
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_strings = args;
+  std::vector<char*> argv;
+  for (auto& s : argv_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  Child child;
+  child.output_path = output_path;
+  int err = posix_spawnp(&child.pid, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) {
+    return Status::not_found(
+        fmt::format("cannot run '{}': {}; install ucx-utils", args[0], std::strerror(err)));
+  }
+  return child;
+}
+
+// Waits for the child with a deadline; kills it when the deadline passes. Returns the exit code.
+int reap(pid_t pid, Clock::time_point deadline) {
+  int wstatus = 0;
+  while (Clock::now() < deadline) {
+    pid_t r = waitpid(pid, &wstatus, WNOHANG);
+    if (r == pid) return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &wstatus, 0);
+  return 124;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+Result<PerftestResult> run_perftest(const PerftestRun& run) {
+  auto deadline = Clock::now() + run.timeout;
+  uint16_t port = pick_free_port();
+  std::vector<std::string> env{"UCX_TLS=" + run.transports};
+  if (!run.net_devices.empty()) env.push_back("UCX_NET_DEVICES=" + run.net_devices);
+  std::string base = fmt::format("/tmp/dp-perftest-{}-{}", getpid(), port);
+  DP_ASSIGN_OR_RETURN(Child server,
+                      spawn({run.perftest, "-p", std::to_string(port)}, env, base + ".server"));
+  // Polling /proc for the listening socket: the server has no readiness signal of its own.
+  while (!is_listening(port)) {
+    if (Clock::now() > deadline || waitpid(server.pid, nullptr, WNOHANG) == server.pid) {
+      kill(server.pid, SIGKILL);
+      waitpid(server.pid, nullptr, 0);
+      return Status::io_error(
+          fmt::format("ucx_perftest server did not start: {}", slurp(server.output_path)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  auto client = spawn({run.perftest, "127.0.0.1", "-p", std::to_string(port), "-t", run.test, "-s",
+                       std::to_string(run.message_bytes), "-n", std::to_string(run.iterations),
+                       "-w", std::to_string(run.warmup_iterations), "-v"},
+                      env, base + ".client");
+  if (!client.is_ok()) {
+    kill(server.pid, SIGKILL);
+    waitpid(server.pid, nullptr, 0);
+    return client.status();
+  }
+  int client_rc = reap(client->pid, deadline);
+  int server_rc = reap(server.pid, Clock::now() + std::chrono::seconds(10));
+  std::string out = slurp(client->output_path);
+  std::remove(client->output_path.c_str());
+  std::remove(server.output_path.c_str());
+  if (client_rc != 0) {
+    return Status::io_error(fmt::format("ucx_perftest -t {} -s {} exited with {} (server {}): {}",
+                                        run.test, run.message_bytes, client_rc, server_rc, out));
+  }
+  // The last CSV line: iterations,p50_lat,avg_lat,overall_lat,avg_bw,overall_bw,avg_mr,overall_mr
+  // with bandwidth in MB/s (2^20 bytes) and latency in microseconds.
+  std::istringstream lines(out);
+  std::string line;
+  std::string last;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line.find(',') != std::string::npos &&
+        line.find("iterations") == std::string::npos && line.find('[') == std::string::npos) {
+      last = line;
+    }
+  }
+  std::vector<double> fields;
+  std::istringstream csv(last);
+  std::string field;
+  while (std::getline(csv, field, ',')) {
+    try {
+      fields.push_back(std::stod(field));
+    } catch (...) {
+      fields.clear();
+      break;
+    }
+  }
+  if (fields.size() < 6) {
+    return Status::io_error(fmt::format("cannot parse ucx_perftest output: {}", out));
+  }
+  PerftestResult r;
+  r.latency_us = fields[3];
+  r.bandwidth_bytes_per_s = fields[5] * 1024.0 * 1024.0;
+  return r;
+}
+
+}  // namespace dualpath::transport

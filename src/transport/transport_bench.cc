@@ -1,0 +1,426 @@
+#include "transport/transport_bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "common/percentiles.h"
+#include "transport/peer_process.h"
+#include "transport/perftest_runner.h"
+
+namespace dualpath::transport {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kSetupTimeout = std::chrono::seconds(30);
+constexpr auto kCaseTimeout = std::chrono::seconds(300);
+
+struct TransportSpec {
+  std::string tls;
+  std::string devices;
+};
+
+Result<TransportSpec> spec_for(const std::string& name) {
+  if (name == "sm") return TransportSpec{"sm,self", ""};
+  if (name == "tcp") return TransportSpec{"tcp,self", "lo"};
+  return Status::invalid_argument(fmt::format("unknown transport '{}' (use sm or tcp)", name));
+}
+
+double gbps(uint64_t bytes, Duration elapsed) {
+  return bytes_per_s_to_gbps(static_cast<double>(bytes) / to_seconds(elapsed));
+}
+
+// Collects the peer's replies (kEchoReplyAm) and wakes whoever waits for a given sequence number.
+class ReplyWaiter {
+ public:
+  void on_reply(const AmMessage& m) {
+    // Header: byte 0 is the ack flag, bytes 1..8 the sequence number (seq_header).
+    uint64_t seq = 0;
+    if (m.header.size() >= 1 + sizeof seq) std::memcpy(&seq, m.header.data() + 1, sizeof seq);
+    std::lock_guard lock(mu_);
+    last_seq_ = std::max(last_seq_, seq);
+    cv_.notify_all();
+  }
+  Status wait_for(uint64_t seq, Duration timeout) {
+    std::unique_lock lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return last_seq_ >= seq; })) {
+      return Status::timed_out(fmt::format("no reply {} from the peer within the deadline", seq));
+    }
+    return Status::ok();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t last_seq_ = 0;  // guarded by mu_
+};
+
+std::vector<std::byte> seq_header(uint64_t seq, bool ack) {
+  std::vector<std::byte> h(sizeof seq + 1);
+  std::memcpy(h.data() + 1, &seq, sizeof seq);
+  h[0] = ack ? std::byte{1} : std::byte{0};
+  return h;
+}
+
+// One transport's set-up: context, worker, traffic manager, the peer and our buffer.
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> open(const std::string& name,
+                                               const TransportBenchOptions& options,
+                                               uint64_t buffer_bytes) {
+    auto s = std::unique_ptr<Session>(new Session());
+    DP_ASSIGN_OR_RETURN(s->spec_, spec_for(name));
+    ContextOptions co;
+    co.transports = s->spec_.tls;
+    co.net_devices = s->spec_.devices;
+    DP_ASSIGN_OR_RETURN(s->context_, Context::create(co));
+    DP_ASSIGN_OR_RETURN(s->worker_,
+                        Worker::create(*s->context_, WorkerOptions{"bench", kCaseTimeout}));
+    // The KV class's own worker (progress thread): the per-class lane of docs/transport.md.
+    WorkerOptions kv_options{"bench-kv", kCaseTimeout};
+    kv_options.nice = kKvWorkerNice;
+    DP_ASSIGN_OR_RETURN(s->kv_worker_, Worker::create(*s->context_, kv_options));
+    DP_ASSIGN_OR_RETURN(s->tm_, TrafficManager::create(*s->worker_, options.traffic));
+    // UCX-allocated like ucx_perftest's buffers, so both tools use the same kind of memory.
+    DP_ASSIGN_OR_RETURN(s->region_, s->worker_->allocate_memory(buffer_bytes));
+    s->buffer_ = s->region_->span();
+    std::memset(s->buffer_.data(), 0x3c, s->buffer_.size());
+    PeerOptions po;
+    po.transports = s->spec_.tls;
+    po.net_devices = s->spec_.devices;
+    po.region_bytes = buffer_bytes;
+    po.name = "bench-peer-" + name;
+    DP_ASSIGN_OR_RETURN(s->peer_,
+                        PeerProcess::spawn(*s->worker_, options.peer_program, options.peer_args, po,
+                                           kSetupTimeout, s->kv_worker_.get()));
+    ReplyWaiter* replies = &s->replies_;
+    DP_RETURN_IF_ERROR(s->worker_->set_am_handler(
+        kEchoReplyAm, [replies](const AmMessage& m) { replies->on_reply(m); }));
+    return s;
+  }
+
+  ~Session() {
+    tm_.reset();
+    if (peer_) peer_->disconnect();
+    region_.reset();
+    peer_.reset();
+    kv_worker_.reset();
+    worker_.reset();
+  }
+
+  const TransportSpec& spec() const { return spec_; }
+
+  // Moves `iterations` messages of `size` bytes with `op`; returns the elapsed time.
+  Result<Duration> measure(const std::string& op, uint64_t size, uint64_t iterations) {
+    std::span<std::byte> local = std::span(buffer_).first(size);
+    OpOptions opts{kCaseTimeout, {}};
+    auto t0 = Clock::now();
+    if (op == "put" || op == "get") {
+      // Like ucx_perftest: every message uses the same local buffer and remote offset.
+      std::vector<RmaRequest> reqs(iterations, RmaRequest{local, &peer_->region(), 0});
+      auto transfer = op == "put" ? tm_->put(TrafficClass::kKv, peer_->endpoint(), reqs, opts)
+                                  : tm_->get(TrafficClass::kKv, peer_->endpoint(), reqs, opts);
+      if (!transfer.is_ok()) return transfer.status();
+      DP_RETURN_IF_ERROR(transfer->wait());
+      return Clock::now() - t0;
+    }
+    // Active messages: the last one asks the peer for an ack, so the time covers delivery.
+    std::deque<Operation> ops;
+    uint64_t seq = ++seq_;
+    for (uint64_t i = 0; i < iterations; ++i) {
+      bool last = i + 1 == iterations;
+      auto header = seq_header(last ? seq : 0, last);
+      auto sent = tm_->send_am(TrafficClass::kKv, peer_->endpoint(), kSinkAm, header, local, opts);
+      if (!sent.is_ok()) return sent.status();
+      ops.push_back(std::move(sent).value());
+      // Bound the queue of separate submissions (each is its own transfer).
+      while (ops.size() > 64) {
+        DP_RETURN_IF_ERROR(ops.front().wait());
+        ops.pop_front();
+      }
+    }
+    for (auto& o : ops) DP_RETURN_IF_ERROR(o.wait());
+    DP_RETURN_IF_ERROR(replies_.wait_for(seq, kCaseTimeout));
+    return Clock::now() - t0;
+  }
+
+  // Round trip of one model-class active message (echoed by the peer).
+  Result<double> probe_us() {
+    uint64_t seq = ++seq_;
+    auto header = seq_header(seq, false);
+    auto t0 = Clock::now();
+    auto sent = tm_->send_am(TrafficClass::kModel, peer_->endpoint(), kEchoAm, header, {},
+                             OpOptions{std::chrono::seconds(10), {}});
+    if (!sent.is_ok()) return sent.status();
+    DP_RETURN_IF_ERROR(replies_.wait_for(seq, std::chrono::seconds(10)));
+    auto t1 = Clock::now();
+    DP_RETURN_IF_ERROR(sent->wait());
+    return std::chrono::duration<double, std::micro>(t1 - t0).count();
+  }
+
+  // Keeps `depth` KV puts of `message_bytes` in flight until `stop`; returns bytes moved.
+  Result<uint64_t> run_kv_stream(uint64_t message_bytes, int depth, const std::atomic<bool>& stop) {
+    std::span<std::byte> local = std::span(buffer_).first(message_bytes);
+    RmaRequest req{local, &peer_->kv_region(), 0};
+    std::deque<Operation> inflight;
+    uint64_t bytes = 0;
+    while (!stop.load(std::memory_order_relaxed)) {  // relaxed: a stop flag, no data with it
+      while (static_cast<int>(inflight.size()) < depth) {
+        auto put = tm_->put(TrafficClass::kKv, peer_->kv_endpoint(), std::span(&req, 1),
+                            OpOptions{kCaseTimeout, {}});
+        if (!put.is_ok()) return put.status();
+        inflight.push_back(std::move(put).value());
+      }
+      DP_RETURN_IF_ERROR(inflight.front().wait());
+      inflight.pop_front();
+      bytes += message_bytes;
+    }
+    for (auto& o : inflight) {
+      DP_RETURN_IF_ERROR(o.wait());
+      bytes += message_bytes;
+    }
+    return bytes;
+  }
+
+ private:
+  Session() = default;
+
+  TransportSpec spec_;
+  std::unique_ptr<Context> context_;
+  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<Worker> kv_worker_;
+  std::unique_ptr<TrafficManager> tm_;
+  std::unique_ptr<MemoryRegion> region_;
+  std::span<std::byte> buffer_;
+  std::unique_ptr<PeerProcess> peer_;
+  ReplyWaiter replies_;
+  uint64_t seq_ = 0;
+};
+
+Result<BenchCase> run_case(Session& session,
+                           const TransportBenchOptions& options,
+                           const std::string& transport,
+                           const std::string& op,
+                           uint64_t size) {
+  BenchCase c;
+  c.transport = transport;
+  c.op = op;
+  c.message_bytes = size;
+  c.iterations = std::clamp<uint64_t>(options.bytes_per_case / size, 8, 4096);
+  uint64_t warmup = std::max<uint64_t>(2, c.iterations / 10);
+  DP_RETURN_IF_ERROR(session.measure(op, size, warmup).status(), "warm-up");
+  static const std::map<std::string, std::string> kPerftestName = {
+      {"put", "ucp_put_bw"}, {"get", "ucp_get"}, {"am", "ucp_am_bw"}};
+  for (int r = 0; r < std::max(1, options.repeats); ++r) {
+    DP_ASSIGN_OR_RETURN(Duration elapsed, session.measure(op, size, c.iterations));
+    double g = gbps(size * c.iterations, elapsed);
+    if (g > c.dualpath_gbps) {
+      c.dualpath_gbps = g;
+      c.dualpath_us_per_message = to_seconds(elapsed) * 1e6 / static_cast<double>(c.iterations);
+    }
+    if (!options.run_perftest) continue;
+    PerftestRun pr;
+    pr.perftest = options.perftest_program;
+    pr.test = kPerftestName.at(op);
+    pr.transports = session.spec().tls;
+    pr.net_devices = session.spec().devices;
+    pr.message_bytes = size;
+    pr.iterations = c.iterations;
+    pr.warmup_iterations = warmup;
+    DP_ASSIGN_OR_RETURN(PerftestResult pf, run_perftest(pr));
+    double pg = bytes_per_s_to_gbps(pf.bandwidth_bytes_per_s);
+    if (pg > c.perftest_gbps) {
+      c.perftest_gbps = pg;
+      c.perftest_us_per_message = pf.latency_us;
+    }
+  }
+  return c;
+}
+
+Result<IsolationResult> run_isolation(Session& session,
+                                      const TransportBenchOptions& options,
+                                      const std::string& transport) {
+  IsolationResult r;
+  r.transport = transport;
+  r.probes = options.isolation_probes;
+  auto probe_set = [&](int n) -> Result<std::vector<double>> {
+    std::vector<double> v;
+    v.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      DP_ASSIGN_OR_RETURN(double us, session.probe_us());
+      v.push_back(us);
+    }
+    return v;
+  };
+  DP_RETURN_IF_ERROR(probe_set(100).status(), "probe warm-up");
+  DP_ASSIGN_OR_RETURN(auto idle, probe_set(options.isolation_probes));
+
+  // The KV stream alone, for its rate without probes.
+  auto stream_for = [&](Duration how_long, double& rate) -> Status {
+    std::atomic<bool> stop{false};
+    Result<uint64_t> bytes = uint64_t{0};
+    auto t0 = Clock::now();
+    std::thread feeder(
+        [&] { bytes = session.run_kv_stream(options.isolation_kv_message_bytes, 4, stop); });
+    std::this_thread::sleep_for(how_long);
+    stop.store(true, std::memory_order_relaxed);
+    feeder.join();
+    DP_RETURN_IF_ERROR(bytes.status());
+    rate = gbps(*bytes, Clock::now() - t0);
+    return Status::ok();
+  };
+  DP_RETURN_IF_ERROR(stream_for(std::chrono::milliseconds(500), r.kv_gbps_alone));
+
+  std::atomic<bool> stop{false};
+  Result<uint64_t> bytes = uint64_t{0};
+  auto t0 = Clock::now();
+  std::thread feeder(
+      [&] { bytes = session.run_kv_stream(options.isolation_kv_message_bytes, 4, stop); });
+  // Let the stream reach its steady state before probing.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto loaded = probe_set(options.isolation_probes);
+  stop.store(true, std::memory_order_relaxed);
+  feeder.join();
+  DP_RETURN_IF_ERROR(bytes.status(), "KV stream");
+  if (!loaded.is_ok()) return loaded.status();
+  r.kv_gbps_during_load = gbps(*bytes, Clock::now() - t0);
+  r.idle_p50_us = percentile(idle, 0.50);
+  r.idle_p99_us = percentile(idle, 0.99);
+  r.loaded_p50_us = percentile(*loaded, 0.50);
+  r.loaded_p99_us = percentile(*loaded, 0.99);
+  return r;
+}
+
+std::string size_text(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
+  if (bytes >= 1024 && bytes % 1024 == 0) return fmt::format("{} KiB", bytes >> 10);
+  return fmt::format("{} B", bytes);
+}
+
+std::string case_line(const BenchCase& c) {
+  return fmt::format("{:<4} {:<4} {:>8} {:>6} {:>12.2f} {:>12.2f} {:>7.2f} {:>11.1f} {:>11.1f}",
+                     c.transport, c.op, size_text(c.message_bytes), c.iterations, c.dualpath_gbps,
+                     c.perftest_gbps, c.ratio(), c.dualpath_us_per_message,
+                     c.perftest_us_per_message);
+}
+
+std::string isolation_line(const IsolationResult& r) {
+  return fmt::format(
+      "isolation {:<4} probes={} idle p50={:.1f} us p99={:.1f} us | under KV load p50={:.1f} us "
+      "p99={:.1f} us (p99 x{:.2f}) | KV stream {:.1f} Gb/s alone, {:.1f} Gb/s with probes",
+      r.transport, r.probes, r.idle_p50_us, r.idle_p99_us, r.loaded_p50_us, r.loaded_p99_us,
+      r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0.0, r.kv_gbps_alone,
+      r.kv_gbps_during_load);
+}
+
+}  // namespace
+
+Result<TransportBenchReport> run_transport_bench(
+    const TransportBenchOptions& options, const std::function<void(const std::string&)>& progress) {
+  if (options.peer_program.empty()) {
+    return Status::invalid_argument("transport bench: no peer program to start");
+  }
+  if (options.sizes.empty()) return Status::invalid_argument("transport bench: no sizes");
+  for (const auto& op : options.ops) {
+    if (op != "put" && op != "get" && op != "am") {
+      return Status::invalid_argument(fmt::format("unknown op '{}' (use put, get or am)", op));
+    }
+  }
+  TransportBenchReport report;
+  report.options = options;
+  uint64_t buffer_bytes =
+      std::max<uint64_t>(*std::max_element(options.sizes.begin(), options.sizes.end()),
+                         options.isolation_kv_message_bytes);
+  std::vector<std::string> transports = options.transports;
+  for (const auto& t : options.isolation_transports) {
+    if (std::find(transports.begin(), transports.end(), t) == transports.end()) {
+      transports.push_back(t);
+    }
+  }
+  progress(fmt::format("{:<4} {:<4} {:>8} {:>6} {:>12} {:>12} {:>7} {:>11} {:>11}", "tl", "op",
+                       "message", "iters", "dualpath", "perftest", "ratio", "dp us/msg",
+                       "pf us/msg"));
+  progress(fmt::format("{:<4} {:<4} {:>8} {:>6} {:>12} {:>12}", "", "", "", "", "Gb/s", "Gb/s"));
+  for (const auto& transport : transports) {
+    DP_ASSIGN_OR_RETURN(auto session, Session::open(transport, options, buffer_bytes));
+    bool run_cases = std::find(options.transports.begin(), options.transports.end(), transport) !=
+                     options.transports.end();
+    if (run_cases) {
+      for (const auto& op : options.ops) {
+        for (uint64_t size : options.sizes) {
+          auto c = run_case(*session, options, transport, op, size);
+          if (!c.is_ok()) {
+            return c.status().with_context(fmt::format("{} {} {} bytes", transport, op, size));
+          }
+          progress(case_line(*c));
+          report.cases.push_back(*c);
+        }
+      }
+    }
+    if (std::find(options.isolation_transports.begin(), options.isolation_transports.end(),
+                  transport) != options.isolation_transports.end()) {
+      auto r = run_isolation(*session, options, transport);
+      if (!r.is_ok()) return r.status().with_context("isolation over " + transport);
+      progress(isolation_line(*r));
+      report.isolation.push_back(*r);
+    }
+  }
+  return report;
+}
+
+std::string format_transport_report(const TransportBenchReport& report) {
+  std::string out;
+  for (const auto& c : report.cases) out += case_line(c) + "\n";
+  for (const auto& r : report.isolation) out += isolation_line(r) + "\n";
+  return out;
+}
+
+nlohmann::json transport_report_json(const TransportBenchReport& report) {
+  nlohmann::json j;
+  const auto& o = report.options;
+  j["setup"] = {{"bytes_per_case", o.bytes_per_case},
+                {"repeats", o.repeats},
+                {"statistic", "best of repeats, dualpath and ucx_perftest interleaved"},
+                {"gbps_unit", "Gb/s (1e9 bits per second)"},
+                {"chunk_bytes", o.traffic.chunk_bytes},
+                {"max_inflight_bytes", o.traffic.max_inflight_bytes},
+                {"model_reserve_bytes", o.traffic.model_reserve_bytes},
+                {"max_batch_ops", o.traffic.max_batch_ops},
+                {"isolation_kv_message_bytes", o.isolation_kv_message_bytes}};
+  j["cases"] = nlohmann::json::array();
+  for (const auto& c : report.cases) {
+    j["cases"].push_back({{"transport", c.transport},
+                          {"op", c.op},
+                          {"message_bytes", c.message_bytes},
+                          {"iterations", c.iterations},
+                          {"dualpath_gbps", c.dualpath_gbps},
+                          {"perftest_gbps", c.perftest_gbps},
+                          {"ratio", c.ratio()},
+                          {"dualpath_us_per_message", c.dualpath_us_per_message},
+                          {"perftest_us_per_message", c.perftest_us_per_message}});
+  }
+  auto iso = [](const IsolationResult& r) {
+    return nlohmann::json{{"transport", r.transport},
+                          {"probes", r.probes},
+                          {"idle_p50_us", r.idle_p50_us},
+                          {"idle_p99_us", r.idle_p99_us},
+                          {"loaded_p50_us", r.loaded_p50_us},
+                          {"loaded_p99_us", r.loaded_p99_us},
+                          {"p99_ratio", r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0},
+                          {"kv_gbps_alone", r.kv_gbps_alone},
+                          {"kv_gbps_during_load", r.kv_gbps_during_load}};
+  };
+  j["isolation"] = report.isolation.empty() ? nlohmann::json::object() : iso(report.isolation[0]);
+  j["isolation_by_transport"] = nlohmann::json::array();
+  for (const auto& r : report.isolation) j["isolation_by_transport"].push_back(iso(r));
+  return j;
+}
+
+}  // namespace dualpath::transport

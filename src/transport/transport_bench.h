@@ -1,0 +1,77 @@
+#pragma once
+// The transport benchmark behind `dualpath bench transport` (issue 4): put, get and active-
+// message bandwidth through the traffic manager against ucx_perftest on the same transport,
+// operation and size, in the same run; and the isolation experiment (model-class latency alone
+// and under a saturating KV-class stream).
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dualpath/result.h"
+#include "transport/traffic_manager.h"
+
+namespace dualpath::transport {
+
+struct TransportBenchOptions {
+  std::vector<std::string> transports{"sm", "tcp"};  // sm: UCX_TLS=sm,self; tcp: tcp,self on lo
+  std::vector<std::string> ops{"put", "get", "am"};
+  std::vector<uint64_t> sizes{64u << 10, 256u << 10, 1u << 20, 4u << 20, 16u << 20};
+  // Bytes moved per measurement (iterations = bytes / size, clamped to [8, 4096]).
+  uint64_t bytes_per_case = 256u << 20;
+  // Each measurement runs `repeats` times for both tools, interleaved; the best run of each is
+  // reported (the machine is shared, and interference only ever slows a run down).
+  int repeats = 3;
+  bool run_perftest = true;
+  std::string perftest_program = "ucx_perftest";
+  // How to start the peer process: `peer_program peer_args... --peer-*` (peer_process.h).
+  std::string peer_program;
+  std::vector<std::string> peer_args;
+  std::vector<std::string> isolation_transports{"sm", "tcp"};
+  int isolation_probes = 2000;
+  uint64_t isolation_kv_message_bytes = 4u << 20;
+  TrafficManagerOptions traffic;
+};
+
+struct BenchCase {
+  std::string transport;
+  std::string op;
+  uint64_t message_bytes = 0;
+  uint64_t iterations = 0;
+  double dualpath_gbps = 0;  // Gb/s (1e9 bits per second), as everywhere in dualpath
+  double perftest_gbps = 0;  // 0 when ucx_perftest did not run
+  double dualpath_us_per_message = 0;
+  double perftest_us_per_message = 0;
+  double ratio() const { return perftest_gbps > 0 ? dualpath_gbps / perftest_gbps : 0; }
+};
+
+struct IsolationResult {
+  std::string transport;
+  int probes = 0;
+  double idle_p50_us = 0;
+  double idle_p99_us = 0;
+  double loaded_p50_us = 0;
+  double loaded_p99_us = 0;
+  double kv_gbps_during_load = 0;  // the KV stream's rate while the probes ran
+  double kv_gbps_alone = 0;        // the same stream without probes
+};
+
+struct TransportBenchReport {
+  TransportBenchOptions options;
+  std::vector<BenchCase> cases;
+  std::vector<IsolationResult> isolation;
+};
+
+// Runs every case, reporting each finished line through `progress`.
+Result<TransportBenchReport> run_transport_bench(
+    const TransportBenchOptions& options, const std::function<void(const std::string&)>& progress);
+
+// The terminal table with the ratio column and the isolation lines.
+std::string format_transport_report(const TransportBenchReport& report);
+// {"cases": [...], "isolation": {...first isolation transport...}, "isolation_by_transport": [...]}
+nlohmann::json transport_report_json(const TransportBenchReport& report);
+
+}  // namespace dualpath::transport
