@@ -87,6 +87,9 @@ TEST_P(TrafficManagerTest, ModelMessagesOvertakeAQueuedKvStream) {
   o.chunk_bytes = 64 * 1024;
   o.max_inflight_bytes = 192 * 1024;
   o.model_reserve_bytes = 64 * 1024;
+  // Shared-memory puts complete inside the post; the emulated CNIC keeps the KV stream queued
+  // (32 MiB take ~65 ms at 4 Gb/s) so that the model message really arrives behind it.
+  o.rate_limit_gbps = 4.0;
   auto tm = make_manager(o);
   ASSERT_TRUE(tm);
   auto source = pattern(32u << 20, 1);
@@ -96,7 +99,7 @@ TEST_P(TrafficManagerTest, ModelMessagesOvertakeAQueuedKvStream) {
   auto kv = tm->put(TrafficClass::kKv, peer.endpoint(), std::span(&all, 1));
   ASSERT_TRUE(kv.is_ok());
   std::vector<std::byte> header(8, std::byte{1});
-  auto model = tm->send_am(TrafficClass::kModel, peer.endpoint(), kEchoAm, header, {});
+  auto model = tm->send_am(TrafficClass::kModel, peer.endpoint(), kSinkAm, header, {});
   ASSERT_TRUE(model.is_ok());
   ASSERT_TRUE(model->wait_for(kTestWait).is_ok()) << model->status().to_string();
   // 512 KV pieces were queued ahead of it; the model message went out within the reserve.
@@ -179,6 +182,36 @@ TEST_P(TrafficManagerTest, APeerKilledMidTransferFailsTheTransferWithinItsTimeou
   ASSERT_TRUE(kv->done() && am->done());
   EXPECT_FALSE(kv_status.is_ok());
   EXPECT_FALSE(am_status.is_ok());
+}
+
+// The production mapping: the KV class on its own worker (own progress thread; in production its
+// own context and service level). The manager arbitrates on its worker, the batches run on the
+// KV worker, and both classes complete.
+TEST_P(TrafficManagerTest, ClassesOnSeparateWorkersBothComplete) {
+  auto kv_worker = Worker::create(*context_, WorkerOptions{"test-kv", std::chrono::seconds(5)});
+  ASSERT_TRUE(kv_worker.is_ok()) << kv_worker.status().to_string();
+  {
+    PeerProcess& peer = spawn_peer("target", 8u << 20, kv_worker->get());
+    auto tm = make_manager();
+    ASSERT_TRUE(tm);
+    auto source = pattern(8u << 20, 6);
+    auto mr = worker_->register_memory(source);  // the context's registration serves both workers
+    ASSERT_TRUE(mr.is_ok());
+    RmaRequest all{source, &peer.kv_region(), 0};
+    auto kv = tm->put(TrafficClass::kKv, peer.kv_endpoint(), std::span(&all, 1));
+    ASSERT_TRUE(kv.is_ok()) << kv.status().to_string();
+    std::vector<std::byte> header(8);
+    auto model = tm->send_am(TrafficClass::kModel, peer.endpoint(), kSinkAm, header, {});
+    ASSERT_TRUE(model.is_ok());
+    ASSERT_TRUE(kv->wait_for(kTestWait).is_ok()) << kv->status().to_string();
+    ASSERT_TRUE(model->wait_for(kTestWait).is_ok()) << model->status().to_string();
+    auto sum = peer.region_checksum(kTestWait);
+    ASSERT_TRUE(sum.is_ok());
+    EXPECT_EQ(*sum, fnv1a64(source));
+    tm.reset();
+    peers_.clear();
+  }
+  kv_worker->reset();
 }
 
 TEST(TrafficManagerOptions, InconsistentWindowsAreRejected) {

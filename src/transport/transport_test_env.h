@@ -51,13 +51,16 @@ class TransportTest : public testing::TestWithParam<TransportParam> {
     context_.reset();
   }
 
-  PeerProcess& spawn_peer(const std::string& name, uint64_t region_bytes = 8u << 20) {
+  // With `kv_worker`, the peer's KV lane is connected on that worker too.
+  PeerProcess& spawn_peer(const std::string& name,
+                          uint64_t region_bytes = 8u << 20,
+                          Worker* kv_worker = nullptr) {
     PeerOptions po;
     po.transports = GetParam().transports;
     po.net_devices = GetParam().net_devices;
     po.region_bytes = region_bytes;
     po.name = name;
-    auto peer = PeerProcess::spawn(*worker_, DP_TRANSPORT_PEER_EXE, {}, po, kTestWait);
+    auto peer = PeerProcess::spawn(*worker_, DP_TRANSPORT_PEER_EXE, {}, po, kTestWait, kv_worker);
     EXPECT_TRUE(peer.is_ok()) << peer.status().to_string();
     if (!peer.is_ok()) throw std::runtime_error("peer spawn failed");
     peers_.push_back(std::move(peer).value());
