@@ -46,6 +46,10 @@ FileStore::FileStore(FileStoreOptions options)
     : options_(std::move(options)),
       file_bytes_(block_file_bytes(options_.layout)),
       index_(options_.capacity_bytes) {
+  // Host and process: unique among all writers of a directory shared by several nodes.
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  writer_tag_ = fmt::format("{}.{}", host, ::getpid());
   if (options_.storage_nic == nullptr) {
     own_nic_ = std::make_unique<StorageNic>(0.0, clock_);
     nic_ = own_nic_.get();
@@ -108,7 +112,7 @@ Status FileStore::prepare_roots() {
     DP_RETURN_IF_ERROR(make_dir(root + "/quarantine", root));
     // Shard directories (blocks/00 .. blocks/ff) are made by the first write into each.
     // Permission bits do not tell (root ignores them, read-only mounts keep them): try a write.
-    const std::string probe = fmt::format("{}/tmp/.probe.{}", root, ::getpid());
+    const std::string probe = fmt::format("{}/tmp/.probe.{}", root, writer_tag_);
     int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (options_.direct_io ? O_DIRECT : 0);
     int fd = ::open(probe.c_str(), flags, 0644);
     if (fd < 0) {
@@ -249,7 +253,7 @@ Status FileStore::quarantine(int root,
   index_.erase(key);
   const std::string target = fmt::format(
       "{}/quarantine/{}{}.{}.{}", options_.data_paths[static_cast<size_t>(root)], key.to_hex(),
-      kBlockFileSuffix, ::getpid(), temp_sequence_.fetch_add(1, std::memory_order_relaxed));
+      kBlockFileSuffix, writer_tag_, temp_sequence_.fetch_add(1, std::memory_order_relaxed));
   if (::rename(path.c_str(), target.c_str()) == 0) {
     quarantined_files_.fetch_add(1, std::memory_order_relaxed);
     DP_LOG_WARN(
@@ -263,31 +267,43 @@ Status FileStore::quarantine(int root,
   return Status::not_found(fmt::format("block {} is invalid: {}", key.to_hex(), why.message()));
 }
 
+Status FileStore::check_request(std::string_view what,
+                                size_t i,
+                                const BlockKey& key,
+                                std::span<const std::byte> bytes) const {
+  const auto payload_bytes = static_cast<size_t>(options_.layout.full_block_bytes());
+  if (bytes.size() != payload_bytes) {
+    return Status::invalid_argument(fmt::format(
+        "{} request {} (block {}) has {} bytes; a Full Block of this layout is {} bytes", what, i,
+        key.to_hex(), bytes.size(), payload_bytes));
+  }
+  if (options_.direct_io && !aligned(bytes.data())) {
+    return Status::invalid_argument(fmt::format(
+        "{} request {} (block {}): with direct_io its memory must be {}-byte aligned (use "
+        "AlignedBuffer)",
+        what, i, key.to_hex(), kIoAlignBytes));
+  }
+  return Status::ok();
+}
+
+Result<std::shared_ptr<internal::BatchState>> FileStore::new_batch(bool reads, size_t requests) {
+  auto batch = std::make_shared<internal::BatchState>(
+      reads ? internal::BatchState::Kind::kRead : internal::BatchState::Kind::kWrite, *this,
+      *worker_, requests);
+  DP_ASSIGN_OR_RETURN(batch->scratch,
+                      AlignedBuffer::allocate(static_cast<size_t>(kScratchBytesPerOp) * requests));
+  batch->ops.reserve(requests);
+  return batch;
+}
+
 Result<IoBatch> FileStore::read(std::span<const ReadRequest> requests) {
   const auto payload_bytes = static_cast<size_t>(options_.layout.full_block_bytes());
   for (size_t i = 0; i < requests.size(); ++i) {
-    const auto& r = requests[i];
-    if (r.buffer.size() != payload_bytes) {
-      return Status::invalid_argument(fmt::format(
-          "read request {} (block {}) has a {}-byte buffer; a Full Block of this layout is {} "
-          "bytes",
-          i, r.key.to_hex(), r.buffer.size(), payload_bytes));
-    }
-    if (options_.direct_io && !aligned(r.buffer.data())) {
-      return Status::invalid_argument(fmt::format(
-          "read request {} (block {}): with direct_io the buffer must be {}-byte aligned "
-          "(use AlignedBuffer)",
-          i, r.key.to_hex(), kIoAlignBytes));
-    }
+    DP_RETURN_IF_ERROR(check_request("read", i, requests[i].key, requests[i].buffer));
   }
-  auto batch = std::make_shared<internal::BatchState>(internal::BatchState::Kind::kRead, *this,
-                                                      *worker_, requests.size());
-  DP_ASSIGN_OR_RETURN(batch->scratch,
-                      AlignedBuffer::allocate(static_cast<size_t>(
-                          kScratchBytesPerOp * static_cast<int64_t>(requests.size()))));
+  DP_ASSIGN_OR_RETURN(auto batch, new_batch(/*reads=*/true, requests.size()));
   const size_t body_bytes = payload_bytes / kIoAlignBytes * kIoAlignBytes;
   const size_t tail_bytes = payload_bytes - body_bytes;
-  batch->ops.reserve(requests.size());
   std::vector<std::pair<size_t, Status>> immediate;
   for (size_t i = 0; i < requests.size(); ++i) {
     auto& item = batch->items[i];
@@ -357,28 +373,11 @@ Result<IoBatch> FileStore::read(std::span<const ReadRequest> requests) {
 Result<IoBatch> FileStore::write(std::span<const WriteRequest> requests) {
   const auto payload_bytes = static_cast<size_t>(options_.layout.full_block_bytes());
   for (size_t i = 0; i < requests.size(); ++i) {
-    const auto& r = requests[i];
-    if (r.payload.size() != payload_bytes) {
-      return Status::invalid_argument(fmt::format(
-          "write request {} (block {}) has a {}-byte payload; a Full Block of this layout is {} "
-          "bytes",
-          i, r.key.to_hex(), r.payload.size(), payload_bytes));
-    }
-    if (options_.direct_io && !aligned(r.payload.data())) {
-      return Status::invalid_argument(fmt::format(
-          "write request {} (block {}): with direct_io the payload must be {}-byte aligned "
-          "(use AlignedBuffer)",
-          i, r.key.to_hex(), kIoAlignBytes));
-    }
+    DP_RETURN_IF_ERROR(check_request("write", i, requests[i].key, requests[i].payload));
   }
-  auto batch = std::make_shared<internal::BatchState>(internal::BatchState::Kind::kWrite, *this,
-                                                      *worker_, requests.size());
-  DP_ASSIGN_OR_RETURN(batch->scratch,
-                      AlignedBuffer::allocate(static_cast<size_t>(
-                          kScratchBytesPerOp * static_cast<int64_t>(requests.size()))));
+  DP_ASSIGN_OR_RETURN(auto batch, new_batch(/*reads=*/false, requests.size()));
   const size_t body_bytes = payload_bytes / kIoAlignBytes * kIoAlignBytes;
   const size_t tail_bytes = payload_bytes - body_bytes;
-  batch->ops.reserve(requests.size());
   std::vector<std::pair<size_t, Status>> immediate;
   for (size_t i = 0; i < requests.size(); ++i) {
     auto& item = batch->items[i];
@@ -397,7 +396,7 @@ Result<IoBatch> FileStore::write(std::span<const WriteRequest> requests) {
     }
     unlink_victims(*victims);
     item.reserved = true;
-    item.temp_path = fmt::format("{}/tmp/{}.{}.{}.tmp", root_dir, item.key.to_hex(), ::getpid(),
+    item.temp_path = fmt::format("{}/tmp/{}.{}.{}.tmp", root_dir, item.key.to_hex(), writer_tag_,
                                  temp_sequence_.fetch_add(1, std::memory_order_relaxed));
     const int fd =
         ::open(item.temp_path.c_str(),
@@ -407,9 +406,15 @@ Result<IoBatch> FileStore::write(std::span<const WriteRequest> requests) {
       index_.release(file_bytes_);
       item.reserved = false;
       immediate.emplace_back(
-          i, Status::io_error(fmt::format(
-                 "cannot create block file '{}': {}; check that data path '{}' is writable",
-                 item.temp_path, errno_text(err), root_dir)));
+          i, err == ENOSPC || err == EDQUOT
+                 ? Status::resource_exhausted(fmt::format(
+                       "cannot create block file '{}': {}; the file system of data path '{}' "
+                       "is full: free space there or lower capacity_bytes",
+                       item.temp_path, errno_text(err), root_dir))
+                 : Status::io_error(fmt::format(
+                       "cannot create block file '{}': {}; check that data path '{}' is "
+                       "writable",
+                       item.temp_path, errno_text(err), root_dir)));
       continue;
     }
     // Claim the space up front: a full disk fails here, cleanly, before any byte is written.

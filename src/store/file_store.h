@@ -149,6 +149,13 @@ class FileStore {
   std::string path_in(int root, const BlockKey& key) const;
   // Pins the key for a read, looking on disk when the index misses. Returns its root.
   std::optional<int> pin_for_read(const BlockKey& key);
+  // kInvalidArgument unless `bytes` is one Full Block (4096-aligned with direct_io).
+  Status check_request(std::string_view what,
+                       size_t i,
+                       const BlockKey& key,
+                       std::span<const std::byte> bytes) const;
+  // An empty read (or write) batch with scratch pages for `requests` ops.
+  Result<std::shared_ptr<internal::BatchState>> new_batch(bool reads, size_t requests);
   // Moves an invalid file to quarantine/ and logs one warning; returns the miss outcome.
   Status quarantine(int root, const BlockKey& key, const std::string& path, const Status& why);
   void unlink_victims(const std::vector<BlockIndex::Victim>& victims);
@@ -171,6 +178,8 @@ class FileStore {
   StorageNic* nic_ = nullptr;
   BlockIndex index_;
   std::unique_ptr<IoWorker> worker_;
+  std::string writer_tag_;  // "<host>.<pid>": names this store's temp and quarantined files
+  // Both relaxed: a statistic, and a counter that only has to hand out distinct numbers.
   std::atomic<int64_t> quarantined_files_{0};
   std::atomic<uint64_t> temp_sequence_{0};
 };

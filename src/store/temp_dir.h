@@ -1,5 +1,6 @@
 #pragma once
-// TempDir: a per-test temporary directory, removed with its contents on destruction. Test-only.
+// TempDir: a per-test temporary directory, removed with its contents on destruction; and a file
+// counter for checks on it. Test-only.
 
 #include <cstdlib>
 #include <filesystem>
@@ -34,5 +35,17 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Regular files below `dir`, recursively (0 when it does not exist).
+inline size_t count_regular_files(const std::string& dir) {
+  size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    n += it->is_regular_file() ? 1 : 0;
+  }
+  return n;
+}
 
 }  // namespace dualpath::store
