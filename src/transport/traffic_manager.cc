@@ -395,12 +395,7 @@ Result<Operation> TrafficManager::send_am(TrafficClass cls,
                                           std::span<const std::byte> header,
                                           std::span<const std::byte> data,
                                           OpOptions options) {
-  if (am_id >= kMaxAmId) {
-    return Status::invalid_argument(
-        fmt::format("active message id {} is not below kMaxAmId ({}); the peer could not handle it",
-                    am_id, kMaxAmId));
-  }
-  DP_RETURN_IF_ERROR(endpoint.health(), "active message {} to '{}'", am_id, endpoint.peer_name());
+  DP_RETURN_IF_ERROR(check_am_target(endpoint, am_id));
   auto t = std::make_unique<Transfer>();
   t->cls = cls;
   t->is_am = true;

@@ -341,31 +341,39 @@ Operation Worker::make_operation(OpOptions& options,
 Result<Operation> Worker::put(Endpoint& endpoint,
                               std::span<const RmaRequest> requests,
                               OpOptions options) {
-  DP_ASSIGN_OR_RETURN(auto ops, resolve(endpoint, requests, "put"));
-  SteadyTime deadline;
-  Operation op = make_operation(options, deadline);
-  std::shared_ptr<OpState> state = op.state();
-  EndpointState* ep = &endpoint.state();
-  core_->post([core = core_.get(), ep, ops = std::move(ops), deadline, state]() mutable {
-    core->start_rma(RmaKind::kPut, *ep, std::move(ops), deadline,
-                    [state](const Status& s) { state->complete(s); });
-  });
-  return op;
+  return submit_rma(RmaKind::kPut, endpoint, requests, std::move(options));
 }
 
 Result<Operation> Worker::get(Endpoint& endpoint,
                               std::span<const RmaRequest> requests,
                               OpOptions options) {
-  DP_ASSIGN_OR_RETURN(auto ops, resolve(endpoint, requests, "get"));
+  return submit_rma(RmaKind::kGet, endpoint, requests, std::move(options));
+}
+
+Result<Operation> Worker::submit_rma(RmaKind kind,
+                                     Endpoint& endpoint,
+                                     std::span<const RmaRequest> requests,
+                                     OpOptions options) {
+  DP_ASSIGN_OR_RETURN(auto ops, resolve(endpoint, requests, kind == RmaKind::kPut ? "put" : "get"));
   SteadyTime deadline;
   Operation op = make_operation(options, deadline);
   std::shared_ptr<OpState> state = op.state();
   EndpointState* ep = &endpoint.state();
-  core_->post([core = core_.get(), ep, ops = std::move(ops), deadline, state]() mutable {
-    core->start_rma(RmaKind::kGet, *ep, std::move(ops), deadline,
+  core_->post([core = core_.get(), kind, ep, ops = std::move(ops), deadline, state]() mutable {
+    core->start_rma(kind, *ep, std::move(ops), deadline,
                     [state](const Status& s) { state->complete(s); });
   });
   return op;
+}
+
+Status check_am_target(const Endpoint& endpoint, uint16_t am_id) {
+  if (am_id >= kMaxAmId) {
+    return Status::invalid_argument(
+        fmt::format("active message id {} is not below kMaxAmId ({}); the peer could not handle it",
+                    am_id, kMaxAmId));
+  }
+  DP_RETURN_IF_ERROR(endpoint.health(), "active message {} to '{}'", am_id, endpoint.peer_name());
+  return Status::ok();
 }
 
 Result<Operation> Worker::send_am(Endpoint& endpoint,
@@ -373,12 +381,7 @@ Result<Operation> Worker::send_am(Endpoint& endpoint,
                                   std::span<const std::byte> header,
                                   std::span<const std::byte> data,
                                   OpOptions options) {
-  if (am_id >= kMaxAmId) {
-    return Status::invalid_argument(
-        fmt::format("active message id {} is not below kMaxAmId ({}); the peer could not handle it",
-                    am_id, kMaxAmId));
-  }
-  DP_RETURN_IF_ERROR(endpoint.health(), "active message {} to '{}'", am_id, endpoint.peer_name());
+  DP_RETURN_IF_ERROR(check_am_target(endpoint, am_id));
   if (&endpoint.worker() != this) {
     return Status::invalid_argument("send_am: the endpoint belongs to another worker");
   }

@@ -84,6 +84,9 @@ struct AmMessage {
 // Runs on the progress thread; must not block (post longer work elsewhere).
 using AmHandler = std::function<void(const AmMessage&)>;
 
+// Checks an active message's id (< kMaxAmId) and its endpoint's health.
+Status check_am_target(const Endpoint& endpoint, uint16_t am_id);
+
 class Worker {
  public:
   // Creates the UCP worker (wakeup enabled) and starts its progress thread.
@@ -160,6 +163,10 @@ class Worker {
   friend class RemoteRegion;
 
   Worker(Context& context, WorkerOptions options, std::unique_ptr<WorkerCore> core, uint64_t id);
+  Result<Operation> submit_rma(RmaKind kind,
+                               Endpoint& endpoint,
+                               std::span<const RmaRequest> requests,
+                               OpOptions options);
   // Maps (registers, or with `allocate` allocates) memory and packs its descriptor.
   Result<std::unique_ptr<MemoryRegion>> map_memory(std::byte* address,
                                                    uint64_t bytes,
