@@ -26,21 +26,21 @@ namespace dualpath::model {
 struct Efficiency {
   // Fraction of tensor peak reached by projections, FFN and MoE in prefill. Fitted to the DS 660B
   // 64K 2P4D DualPath JCT at 1024 agents (PAPER.md §10.1: ~2,917 s).
-  double linear_mfu = 0.40;
+  double linear_mfu = 0.095;
   // Fraction of BF16 peak reached by attention. Not fitted: FlashMLA's measured 640 TFLOP/s
   // sparse prefill on H800 (PAPER.md §13.3) = 0.647 of 989.
   double attention_mfu = 0.647;
   // Fixed cost per layer per forward pass (kernel launches, EP dispatch/combine latency, the
   // sync before MoE). Fitted to the shape of PAPER.md Fig. 3 right (batch 1 -> 20: ~3.0x).
-  double layer_overhead_s = 0.0024;
+  double layer_overhead_s = 0.0062;
   // Fixed cost of one decode iteration (EP all-to-all latency over all layers, sampling).
   // Fitted to Table 3's TPOT (2P4D, 0.4 APS: 39 ms).
   double decode_step_overhead_s = 0.030;
   // Fraction of HBM bandwidth reached by decode reads. Not fitted: FlashMLA's 3,000 of 3,350 GB/s.
   double decode_mbu = 0.9;
   // Fraction of a storage NIC's line rate the storage client sustains for KV reads and writes.
-  // Fitted to the DS 660B 64K 2P4D Basic JCT at 1024 agents (PAPER.md §10.1: ~5,365 s).
-  double storage_efficiency = 0.6;
+  // Fitted to the layerwise ablation step (PAPER.md §10.5: -17 % JCT vs Basic).
+  double storage_efficiency = 0.66;
 
   Status validate() const;
 };

@@ -97,7 +97,8 @@ TEST(DeScheduler, EndsTheFetchWhenNoEngineHasHbmForTheHead) {
 TEST(PathChoice, PicksDecodeSideWhenItsReadQueueIsShorter) {
   EXPECT_EQ(choose_read_path(1000, 10), ReadPath::kDe);
   EXPECT_EQ(choose_read_path(10, 1000), ReadPath::kPe);
-  EXPECT_EQ(choose_read_path(10, 10), ReadPath::kPe);
+  EXPECT_EQ(choose_read_path(10, 10), ReadPath::kDe);
+  EXPECT_EQ(choose_read_path(0, 0), ReadPath::kDe);
 }
 
 TEST(RoundRobin, CyclesOverChoices) {

@@ -28,7 +28,6 @@ enum Kind : uint32_t {
   kReadDone,     // a = node, b = server version
   kWriteDone,    // a = node, b = server version
   kPassDone,     // a = PE group
-  kBasicLoaded,  // a = PE engine: its batch's KV is in HBM (Basic)
   kDecodeStart,  // a = agent: the KV is in DE HBM
   kDecodeDone,   // a = DE engine, b = server version
 };
@@ -63,10 +62,6 @@ struct PeEngine {
   uint32_t node = 0, group = 0;
   std::deque<uint32_t> fifo;  // assigned agents whose prefill has not finished
   int64_t tok = 0, seq = 0;
-  // Basic: the batch being loaded into HBM, then computed.
-  std::vector<uint32_t> basic_batch;
-  int basic_pending = 0;
-  bool basic_loading = false, basic_loaded = false;
 };
 
 struct PassItem {
@@ -128,8 +123,6 @@ class ClusterSim {
   void reschedule_reads(uint32_t node);
   void on_read_done(uint32_t node, uint64_t version);
   void read_finished(uint32_t a);
-  void basic_form_batch(uint32_t pe);
-  void basic_batch_loaded(uint32_t pe);
   void try_start_pass(uint32_t group);
   void on_pass_done(uint32_t group);
   void prefill_finished(uint32_t a);
@@ -160,8 +153,9 @@ class ClusterSim {
   std::vector<uint32_t> agent_group_of_pe_;  // pe -> group
   std::deque<sched::RequestInfo> pe_queue_;  // global FIFO (full, oracle)
   std::deque<uint32_t> de_queue_;            // global DE queue (phase 1)
-  sched::RoundRobin rr_pe_, rr_de_;
+  sched::RoundRobin rr_pe_, rr_de_, rr_path_;
   bool tick_pending_ = false;
+  uint64_t last_tick_ = 0;
   uint32_t tick_rotation_ = 0;
   sched::PeParams pe_params_;
   double de_hbm_budget_ = 0, pe_hbm_budget_ = 0;
@@ -206,8 +200,9 @@ void ClusterSim::build() {
 
   de_ep_gpus_ = std::min(cfg_.de_ep_nodes, D) * g;
   de_hbm_budget_ = cost_.hbm_kv_budget_bytes(de_ep_gpus_, cfg_.hbm_reserved_bytes);
-  pe_hbm_budget_ =
-      cost_.hbm_kv_budget_bytes(std::min(cfg_.pe_ep_nodes, P) * g, cfg_.hbm_reserved_bytes);
+  pe_hbm_budget_ = std::min(
+      cfg_.basic_prefill_kv_bytes,
+      cost_.hbm_kv_budget_bytes(std::min(cfg_.pe_ep_nodes, P) * g, cfg_.hbm_reserved_bytes));
   for (int n = 0; n < D; ++n) {
     for (int i = 0; i < g; ++i) {
       DeEngine e;
@@ -298,9 +293,13 @@ void ClusterSim::ensure_tick() {
   if (tick_pending_) return;
   tick_pending_ = true;
   // Groups pull on a fixed period; the next pull is at the next multiple of it.
+  // Integer tick numbers: floor(now / period) of a time that was itself k * period can round
+  // down to k - 1 and schedule the tick at `now` again, forever.
   double period = cfg_.fetch_interval_s;
-  double next = (std::floor(now_ / period) + 1.0) * period;
-  events_.push(next, kTick, 0);
+  uint64_t k = std::max(last_tick_ + 1, static_cast<uint64_t>(now_ / period) + 1);
+  while (static_cast<double>(k) * period <= now_) ++k;
+  last_tick_ = k;
+  events_.push(static_cast<double>(k) * period, kTick, 0);
 }
 
 void ClusterSim::on_tick() {
@@ -390,14 +389,16 @@ void ClusterSim::after_assigned(uint32_t a) {
     read_finished(a);
     return;
   }
-  if (cfg_.mode == Mode::kBasic) {
-    basic_form_batch(r.pe);
-    return;
-  }
   uint32_t pe_node = pe_node_of(r.pe), de_node = de_node_of(r.de);
-  r.path = dual() ? sched::choose_read_path(nodes_[pe_node].read_q_tokens,
-                                            nodes_[de_node].read_q_tokens)
-                  : ReadPath::kPe;
+  // DualPath's scheduler picks the side with the shorter read queue; the ablation's
+  // "dual path with round-robin" alternates sides; Layerwise reads on the PE side only.
+  if (cfg_.mode == Mode::kFull) {
+    r.path = sched::choose_read_path(nodes_[pe_node].read_q_tokens, nodes_[de_node].read_q_tokens);
+  } else if (cfg_.mode == Mode::kDualPath) {
+    r.path = rr_path_.next(2) == 0 ? ReadPath::kPe : ReadPath::kDe;
+  } else {
+    r.path = ReadPath::kPe;
+  }
   start_read(a, r.path == ReadPath::kPe ? pe_node : de_node);
 }
 
@@ -466,61 +467,19 @@ void ClusterSim::read_finished(uint32_t a) {
   Req& r = reqs_[a];
   r.read_done = true;
   r.t_read_done = now_;
-  if (cfg_.mode == Mode::kBasic) {
-    PeEngine& e = pes_[r.pe];
-    if (--e.basic_pending == 0) basic_batch_loaded(r.pe);
-    return;
-  }
   try_start_pass(pes_[r.pe].group);
-}
-
-// Basic: no layerwise prefill, so a batch's whole KV must sit in HBM. The engine picks the batch
-// that fits, reads it, copies it in, computes, and only then frees HBM for the next batch.
-void ClusterSim::basic_form_batch(uint32_t pe) {
-  PeEngine& e = pes_[pe];
-  if (e.basic_loading || e.basic_loaded || e.fifo.empty()) return;
-  std::vector<model::PrefillWork> fifo;
-  for (uint32_t a : e.fifo) fifo.push_back({reqs_[a].hit, reqs_[a].new_left});
-  auto plan = sched::plan_capacity_batch(
-      fifo, static_cast<double>(cfg_.model.stored_bytes_per_token()), pe_hbm_budget_,
-      static_cast<size_t>(cfg_.max_batch_requests));
-  e.basic_batch.clear();
-  for (const auto& item : plan) e.basic_batch.push_back(e.fifo[item.index]);
-  e.basic_loading = true;
-  e.basic_pending = static_cast<int>(e.basic_batch.size());
-  for (uint32_t a : e.basic_batch) {
-    reqs_[a].path = ReadPath::kPe;
-    start_read(a, e.node);
-  }
-}
-
-void ClusterSim::basic_batch_loaded(uint32_t pe) {
-  PeEngine& e = pes_[pe];
-  // The whole KV goes DRAM -> HBM before compute: one copy over the CNIC.
-  double bytes = 0;
-  for (uint32_t a : e.basic_batch) {
-    bytes += reqs_[a].hit_bytes;
-    Node& nd = nodes_[e.node];
-    nd.buffer_used -= reqs_[a].hit_bytes;  // staged in DRAM only until the copy
-  }
-  hops_.pe_h2d += bytes;
-  admit_buffer_waiters(e.node);
-  events_.push(now_ + bytes / cfg_.hw.cnic_bytes_per_s, kBasicLoaded, pe);
 }
 
 void ClusterSim::try_start_pass(uint32_t gi) {
   PeGroup& grp = pe_groups_[gi];
   if (grp.busy) return;
-  double max_attn = 0, total_new = 0, max_xfer = 0;
+  double max_attn = 0, total_new = 0, max_xfer = 0, max_h2d = 0;
   bool any = false;
   for (uint32_t i = 0; i < grp.count; ++i) {
     PeEngine& e = pes_[grp.first + i];
     auto& batch = grp.batches[i];
     batch.clear();
-    if (cfg_.mode == Mode::kBasic) {
-      if (!e.basic_loaded) continue;
-      for (uint32_t a : e.basic_batch) batch.push_back({a, reqs_[a].new_left});
-    } else {
+    {
       std::vector<model::PrefillWork> ready;
       std::vector<uint32_t> ready_agents;
       for (uint32_t a : e.fifo) {
@@ -532,6 +491,12 @@ void ClusterSim::try_start_pass(uint32_t gi) {
       if (ready.empty()) continue;
       if (scheduled()) {
         for (const auto& item : sched::plan_quota_batch(ready, cost_, cfg_.quota_s))
+          batch.push_back({ready_agents[item.index], item.new_tokens});
+      } else if (cfg_.mode == Mode::kBasic) {
+        // Without layerwise prefill every layer's KV of the batch sits in HBM at once.
+        for (const auto& item : sched::plan_capacity_batch(
+                 ready, static_cast<double>(cfg_.model.stored_bytes_per_token()),
+                 pe_hbm_budget_, static_cast<size_t>(cfg_.max_batch_requests)))
           batch.push_back({ready_agents[item.index], item.new_tokens});
       } else {
         for (size_t k = 0; k < ready.size(); ++k)
@@ -553,6 +518,12 @@ void ClusterSim::try_start_pass(uint32_t gi) {
     }
     max_attn = std::max(max_attn, attn);
     total_new += news;
+    if (cfg_.mode == Mode::kBasic) {
+      // The whole KV is copied DRAM -> HBM before the pass can start: not overlapped.
+      double h2d = 0;
+      for (const auto& it : batch) h2d += reqs_[it.agent].streamed_hit ? 0 : reqs_[it.agent].hit_bytes;
+      max_h2d = std::max(max_h2d, h2d / cfg_.hw.cnic_bytes_per_s);
+    }
     if (layerwise() && !oracle()) {
       // KV shares the CNIC with the high-priority EP traffic of the same pass (PAPER.md §7):
       // it gets what the model class leaves, never less than the floor.
@@ -568,7 +539,8 @@ void ClusterSim::try_start_pass(uint32_t gi) {
   double compute = cost_.group_pass_s(max_attn, total_new, static_cast<int>(grp.count));
   // Layer l+1's KV is in flight while layer l computes: the pass takes the longer of the two
   // streams plus one layer of pipeline fill.
-  double t = std::max(compute, max_xfer) + std::min(compute, max_xfer) / cfg_.model.layers;
+  double t = std::max(compute, max_xfer) + std::min(compute, max_xfer) / cfg_.model.layers +
+             max_h2d;
   grp.busy = true;
   grp.busy_s += t;
   events_.push(now_ + t, kPassDone, gi);
@@ -581,12 +553,12 @@ void ClusterSim::on_pass_done(uint32_t gi) {
     PeEngine& e = pes_[grp.first + i];
     for (const auto& it : grp.batches[i]) {
       Req& r = reqs_[it.agent];
-      if (layerwise() && !oracle()) {
+      if (!oracle()) {
         if (!r.streamed_hit) {
           (r.path == ReadPath::kPe ? hops_.pe_h2d : hops_.de_to_pe) += r.hit_bytes;
-          if (r.path == ReadPath::kPe) hops_.pd_transfer += r.hit_bytes;
+          if (r.path == ReadPath::kPe && layerwise()) hops_.pd_transfer += r.hit_bytes;
         }
-        hops_.pd_transfer += kv_bytes(it.new_tokens);
+        if (layerwise()) hops_.pd_transfer += kv_bytes(it.new_tokens);
       }
       r.streamed_hit = true;
       r.cached += it.new_tokens;
@@ -597,15 +569,7 @@ void ClusterSim::on_pass_done(uint32_t gi) {
       e.seq -= 1;
       prefill_finished(it.agent);
     }
-    bool computed = !grp.batches[i].empty();
     grp.batches[i].clear();
-    // Only an engine that computed in this pass frees its HBM; one whose batch finished loading
-    // meanwhile keeps it for the next pass.
-    if (cfg_.mode == Mode::kBasic && computed && e.basic_loaded) {
-      e.basic_loaded = false;
-      e.basic_loading = false;
-      basic_form_batch(grp.first + i);
-    }
   }
   try_start_pass(gi);
 }
@@ -614,7 +578,7 @@ void ClusterSim::prefill_finished(uint32_t a) {
   Req& r = reqs_[a];
   r.prefilled = true;
   r.t_first = now_;  // the PE samples the first token at the end of the last layer
-  if (r.path == ReadPath::kPe && layerwise() && !oracle() && r.hit > 0) {
+  if (r.path == ReadPath::kPe && !oracle() && r.hit > 0) {
     Node& nd = nodes_[pe_node_of(r.pe)];
     nd.buffer_used -= r.hit_bytes;
     admit_buffer_waiters(pe_node_of(r.pe));
@@ -775,10 +739,6 @@ Result<SimResult> ClusterSim::run() {
       case kReadDone: on_read_done(ev.a, ev.b); break;
       case kWriteDone: on_write_done(ev.a, ev.b); break;
       case kPassDone: on_pass_done(ev.a); break;
-      case kBasicLoaded:
-        pes_[ev.a].basic_loaded = true;
-        try_start_pass(pes_[ev.a].group);
-        break;
       case kDecodeStart: on_decode_start(ev.a); break;
       case kDecodeDone: on_decode_done(ev.a, ev.b); break;
       default: return Status::internal(fmt::format("unknown event kind {}", ev.kind));

@@ -169,6 +169,9 @@ Status apply_config(Config& f, SimConfig& c) {
       f.positive_number("cluster.de_buffer_gb", c.de_buffer_bytes / 1e9, "DE DRAM buffer, GB") * 1e9;
   c.hbm_reserved_bytes = f.non_negative_number("cluster.hbm_reserved_gb",
                                                c.hbm_reserved_bytes / 1e9, "GB per GPU") * 1e9;
+  c.basic_prefill_kv_bytes =
+      f.positive_number("cluster.basic_prefill_kv_gb", c.basic_prefill_kv_bytes / 1e9,
+                        "HBM a non-layerwise prefill batch may fill with KV, GB") * 1e9;
   c.block_tokens = static_cast<int>(
       f.integer("store.block_tokens", c.block_tokens, 1, 1 << 20, "tokens per KV block"));
 

@@ -16,8 +16,9 @@ namespace dualpath::sim {
 enum class Mode {
   kBasic,      // PE-side reads only, no layerwise prefill, round-robin engines
   kLayerwise,  // + layerwise prefill (transfers overlap compute, HBM holds one layer)
-  kDualPath,   // + the DE read path, chosen by the shorter read queue; round-robin engines
-  kFull,       // + the scheduler: Algorithm 1, DE two-phase, compute-quota batching (DualPath)
+  kDualPath,   // + the DE read path, sides alternating round-robin; round-robin engines
+  kFull,       // + the scheduler: Algorithm 1, DE two-phase, read-queue path choice,
+               //   compute-quota batching (DualPath)
   kOracle,     // full, with no storage reads, no H2D/D2H and no PD transfer (zero-I/O bound)
 };
 
@@ -38,6 +39,9 @@ struct SimConfig {
   double pe_buffer_bytes = 80e9;  // DRAM buffer per PE node (PAPER.md §3: 80 GB, Qwen 320 GB)
   double de_buffer_bytes = 80e9;
   double hbm_reserved_bytes = 10e9;  // per GPU, for activations and workspace
+  // HBM per PE GPU that a non-layerwise (Basic) prefill batch may fill with KV. Fitted to the
+  // Basic JCT of PAPER.md Fig. 7 (DS 660B 64K 2P4D, 1024 agents: ~5,365 s); docs/calibration.md.
+  double basic_prefill_kv_bytes = 3.4e9;
   int block_tokens = 64;
 
   // Scheduler (PAPER.md §8.5).

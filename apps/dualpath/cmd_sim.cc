@@ -1,0 +1,145 @@
+// `dualpath sim`: simulate a P/D cluster replaying agent trajectories (docs/simulator.md).
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "apps/dualpath/cli_util.h"
+#include "apps/dualpath/command.h"
+#include "sim/experiment.h"
+#include "workload/dataset_spec.h"
+
+namespace dualpath::app {
+namespace {
+
+struct SimArgs {
+  std::string config_path;
+  std::string model;
+  std::string dataset;
+  std::string pd;
+  std::string mode;
+  int agents = -1;
+  int64_t seed = -1;
+  double append_scale = 0;
+  double gen_scale = 0;
+  bool think_time = false;
+  std::string json_path;
+  std::string timeseries_path;
+  bool quiet = false;
+  double linear_mfu = 0, storage_efficiency = 0, layer_overhead_ms = -1, hbm_reserved_gb = -1, basic_kv_gb = -1;
+};
+
+// Builds the config: model defaults, then the file, then the flags (flags win).
+Result<sim::SimConfig> make_config(const SimArgs& a) {
+  std::string model = a.model.empty() ? "ds660b" : a.model;
+  Config file;
+  bool have_file = !a.config_path.empty();
+  if (have_file) {
+    DP_ASSIGN_OR_RETURN(file, Config::from_file(a.config_path));
+    if (a.model.empty()) model = file.string("model.preset", model);
+  }
+  DP_ASSIGN_OR_RETURN(sim::SimConfig cfg, sim::default_sim_config(model));
+  if (have_file) {
+    DP_RETURN_IF_ERROR(sim::apply_config(file, cfg));
+    DP_RETURN_IF_ERROR(file.finish());
+  }
+  if (!a.dataset.empty()) cfg.dataset = a.dataset;
+  if (!a.mode.empty()) {
+    DP_ASSIGN_OR_RETURN(cfg.mode, sim::parse_mode(a.mode));
+  }
+  if (!a.pd.empty()) {
+    DP_ASSIGN_OR_RETURN(auto pd, sim::parse_pd(a.pd));
+    cfg.prefill_nodes = pd.first;
+    cfg.decode_nodes = pd.second;
+  }
+  if (a.agents != -1) cfg.agents = a.agents;
+  if (a.seed >= 0) cfg.seed = static_cast<uint64_t>(a.seed);
+  if (a.append_scale != 0) cfg.append_scale = a.append_scale;
+  if (a.gen_scale != 0) cfg.gen_scale = a.gen_scale;
+  if (a.think_time) cfg.think_time = true;
+  if (a.linear_mfu != 0) cfg.eff.linear_mfu = a.linear_mfu;
+  if (a.storage_efficiency != 0) cfg.eff.storage_efficiency = a.storage_efficiency;
+  if (a.layer_overhead_ms >= 0) cfg.eff.layer_overhead_s = a.layer_overhead_ms / 1e3;
+  if (a.hbm_reserved_gb >= 0) cfg.hbm_reserved_bytes = a.hbm_reserved_gb * 1e9;
+  if (a.basic_kv_gb >= 0) cfg.basic_prefill_kv_bytes = a.basic_kv_gb * 1e9;
+  // EP groups never span more nodes than the role has.
+  cfg.pe_ep_nodes = std::min(cfg.pe_ep_nodes, cfg.prefill_nodes);
+  cfg.de_ep_nodes = std::min(cfg.de_ep_nodes, cfg.decode_nodes);
+  DP_RETURN_IF_ERROR(cfg.validate());
+  return cfg;
+}
+
+int run(const SimArgs& a) {
+  auto cfg = make_config(a);
+  if (!cfg.is_ok()) return usage_error(cfg.status().message());
+  sim::SimOptions opt;
+  if (!a.quiet) {
+    opt.progress = [](double t, int64_t done, int64_t total) {
+      std::fprintf(stderr, "dualpath sim: t=%.0fs simulated, %lld/%lld turns (%.0f%%)\n", t,
+                   static_cast<long long>(done), static_cast<long long>(total),
+                   total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0);
+    };
+  }
+  auto res = sim::run_experiment(*cfg, opt);
+  if (!res.is_ok()) return usage_error(res.status().message());
+  std::fputs(sim::result_table(*res).c_str(), stdout);
+  if (!a.json_path.empty()) {
+    Status s = write_text_file(a.json_path, sim::result_to_json(*res).dump(2) + "\n");
+    if (!s.is_ok()) return usage_error(s.message());
+  }
+  if (!a.timeseries_path.empty()) {
+    Status s = write_text_file(a.timeseries_path, sim::timeseries_csv(*res, cfg->prefill_nodes));
+    if (!s.is_ok()) return usage_error(s.message());
+  }
+  return 0;
+}
+
+void setup(CLI::App& parent, int& exit_code) {
+  auto args = std::make_shared<SimArgs>();
+  CLI::App* cmd = parent.add_subcommand(
+      "sim",
+      "Simulate a prefill/decode cluster replaying agent trajectories.\n"
+      "Every hop of both read paths runs on shared NICs, DRAM buffers and HBM; the scheduler and\n"
+      "the cost model are the live system's. Prints a table; --json and --timeseries for more.\n"
+      "Examples:\n"
+      "  dualpath sim --model ds660b --dataset 64k --pd 2P4D --agents 1024 --mode full\n"
+      "  dualpath sim --mode basic --append-scale 2 --json out.json\n"
+      "  dualpath sim --dataset weka:../shared/traces/weka_claude_code/weka_traces_compact.jsonl\n"
+      "  dualpath sim --config configs/emu-1p2d.toml --mode full");
+  cmd->add_option("--config", args->config_path,
+                  "TOML cluster file shared with the live system (flags override it)");
+  cmd->add_option("--model", args->model,
+                  "model preset: ds660b (default), ds27b, qwen32b, tiny, small, ...");
+  cmd->add_option("--dataset", args->dataset,
+                  "workload: 32k, 48k, 64k (PAPER Table 2 generator) or weka:PATH (default 64k)");
+  cmd->add_option("--pd", args->pd, "prefill/decode nodes, e.g. 2P4D (default: the model's)");
+  cmd->add_option("--agents", args->agents, "agents started together at t=0 (default 1024)");
+  cmd->add_option("--mode", args->mode,
+                  "basic | layerwise | dualpath | full | oracle (default full = DualPath)");
+  cmd->add_option("--seed", args->seed, "workload seed (default 1)");
+  cmd->add_option("--append-scale", args->append_scale,
+                  "multiply every turn's append length (Fig. 9), truncated at MaxLen");
+  cmd->add_option("--gen-scale", args->gen_scale, "multiply every turn's generation length");
+  cmd->add_flag("--think-time", args->think_time,
+                "replay recorded think times (weka traces); the paper uses none");
+  cmd->add_option("--json", args->json_path, "write the metrics as JSON to this file");
+  cmd->add_option("--timeseries", args->timeseries_path,
+                  "write per-node SNIC read Gb/s and running agents per 10 s to this CSV");
+  cmd->add_option("--linear-mfu", args->linear_mfu, "override the fitted linear-layer MFU");
+  cmd->add_option("--storage-efficiency", args->storage_efficiency,
+                  "override the fitted fraction of SNIC line rate the storage client reaches");
+  cmd->add_option("--layer-overhead-ms", args->layer_overhead_ms,
+                  "override the fitted fixed cost per layer per forward pass");
+  cmd->add_option("--hbm-reserved-gb", args->hbm_reserved_gb,
+                  "HBM per GPU kept for activations and workspace (not KV)");
+  cmd->add_option("--basic-prefill-kv-gb", args->basic_kv_gb,
+                  "HBM per PE GPU a Basic (non-layerwise) batch may fill with KV");
+  cmd->add_flag("--quiet", args->quiet, "no progress lines on stderr");
+  cmd->callback([args, &exit_code] { exit_code = run(*args); });
+}
+
+DP_REGISTER_COMMAND("", "sim", setup);
+
+}  // namespace
+}  // namespace dualpath::app
