@@ -805,8 +805,7 @@ SimResult ClusterSim::collect(double wall_s) {
   size_t buckets = static_cast<size_t>(now_ / cfg_.timeseries_bucket_s) + 1;
   std::vector<double> starts(agents_.size());
   for (size_t a = 0; a < agents_.size(); ++a) starts[a] = agents_[a].start_s;
-  double ratio_sum = 0;
-  int ratio_n = 0;
+  double ratio_sum = 0, ratio_n_bytes = 0;
   for (size_t b = 0; b < buckets; ++b) {
     TimePoint tp;
     tp.t_s = static_cast<double>(b) * cfg_.timeseries_bucket_s;
@@ -827,12 +826,14 @@ SimResult ClusterSim::collect(double wall_s) {
     tp.prompt_tokens_per_s =
         (b < prompt_by_bucket_.size() ? prompt_by_bucket_[b] : 0.0) / cfg_.timeseries_bucket_s;
     if (total > 0 && t_end <= 0.9 * now_) {
-      ratio_sum += mx / (total / readers);
-      ratio_n++;
+      // Byte-weighted: sum of per-bucket maxima over sum of per-bucket means, so that the
+      // nearly empty start-up buckets (first rounds hit nothing) do not dominate.
+      ratio_sum += mx;
+      ratio_n_bytes += total / readers;
     }
     res.timeseries.push_back(std::move(tp));
   }
-  res.snic_read_max_over_avg = ratio_n > 0 ? ratio_sum / ratio_n : 0.0;
+  res.snic_read_max_over_avg = ratio_n_bytes > 0 ? ratio_sum / ratio_n_bytes : 0.0;
   return res;
 }
 
