@@ -68,18 +68,23 @@ struct TrafficManager::Core {
     in_pump = true;
     for (;;) {
       SteadyTime now = std::chrono::steady_clock::now();
-      std::array<bool, kTrafficClassCount> ready{};
+      std::array<bool, kTrafficClassCount> backlogged{};
       bool any = false;
       for (int c = 0; c < kTrafficClassCount; ++c) {
-        ready[c] = !queues[c].empty() && has_room(c);
-        any = any || ready[c];
+        backlogged[c] = !queues[c].empty();
+        any = any || backlogged[c];
       }
       if (!any) break;
+      // The arbiter picks among the backlogged classes regardless of window space, and the
+      // pick then waits for space: letting the other class take a turn the window refused would
+      // starve the KV class behind a busy model class (the KV class may not use the model
+      // reserve). The reserve thus only serves a model message that finds the KV class alone.
+      TrafficClass cls = *arbiter.pick(backlogged);
+      if (!has_room(static_cast<int>(cls))) break;
       if (bucket && !bucket->ready(since_epoch(now))) {
         arm_timer(epoch + bucket->ready_at(since_epoch(now)));
         break;
       }
-      TrafficClass cls = *arbiter.pick(ready);
       Transfer& t = *queues[static_cast<int>(cls)].front();
       if (!t.error.is_ok() || now >= t.deadline) {
         if (t.error.is_ok()) {

@@ -98,7 +98,7 @@ TEST_P(TrafficManagerTest, ModelMessagesOvertakeAQueuedKvStream) {
   RmaRequest all{source, &peer.region(), 0};
   auto kv = tm->put(TrafficClass::kKv, peer.endpoint(), std::span(&all, 1));
   ASSERT_TRUE(kv.is_ok());
-  std::vector<std::byte> header(8, std::byte{1});
+  std::vector<std::byte> header(8);  // byte 0 = 0: no ack wanted
   auto model = tm->send_am(TrafficClass::kModel, peer.endpoint(), kSinkAm, header, {});
   ASSERT_TRUE(model.is_ok());
   ASSERT_TRUE(model->wait_for(kTestWait).is_ok()) << model->status().to_string();
@@ -180,8 +180,13 @@ TEST_P(TrafficManagerTest, APeerKilledMidTransferFailsTheTransferWithinItsTimeou
   Status kv_status = kv->wait_for(kTestWait);
   Status am_status = am->wait_for(kTestWait);
   ASSERT_TRUE(kv->done() && am->done());
-  EXPECT_FALSE(kv_status.is_ok());
+  // The rendezvous message needs the peer, so it must fail. Over TCP the puts need it too; on
+  // shared memory a put into the peer's segment, once mapped, needs nothing from the peer and
+  // may still succeed after the kill (the mapping keeps the memory alive).
   EXPECT_FALSE(am_status.is_ok());
+  if (GetParam().name == "tcp") {
+    EXPECT_FALSE(kv_status.is_ok());
+  }
 }
 
 // The production mapping: the KV class on its own worker (own progress thread; in production its

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -125,6 +126,10 @@ void WorkerCore::run() {
     bool busy = run_timers(now);
     expire(now);
     while (ucp_worker_progress(worker_) != 0) busy = true;
+    if (!to_close_.empty()) {
+      close_scheduled();
+      busy = true;
+    }
     if (busy || !inbox_.empty()) continue;
     // Sleep until UCX, the inbox or a deadline wakes us; ucp_worker_arm says BUSY when events
     // arrived since the last progress, and then we progress again instead of sleeping.
@@ -149,6 +154,7 @@ void WorkerCore::run() {
   while (!pending_.empty()) {
     for (auto& task : inbox_.take_all()) task();
     expire(std::chrono::steady_clock::now() + std::chrono::hours(1));
+    close_scheduled();
     ucp_worker_progress(worker_);
   }
 }
@@ -212,6 +218,13 @@ void WorkerCore::finish(Pending& p, ucs_status_t status) {
   }
   deadlines_.erase({p.deadline, p.id});
   auto node = pending_.extract(p.id);
+  EndpointState* ep = node.mapped()->ep;
+  // A transfer that failed on its own (the peer's memory vanished, the connection broke) means
+  // the endpoint is unusable; without peer mode UCX would not say so, so we do.
+  if (ep != nullptr && !ep->failed.load(std::memory_order_relaxed) &&
+      (result.is_unavailable() || result.is_io_error())) {
+    fail_endpoint(*ep, result);
+  }
   DoneFn done = std::move(node.mapped()->done);
   done(result);  // may start more work; `p` is gone with `node`
 }
@@ -433,7 +446,12 @@ void WorkerCore::fail_endpoint(EndpointState& state, const Status& why) {
   }
   state.failed.store(true, std::memory_order_release);  // pairs with EndpointState::health
   if (state.peer_failure_mode) {
-    close_endpoint(state);
+    // Closed from the main loop, not here: we may be inside a UCX callback (a request completed
+    // while UCX fails the endpoint), and closing an endpoint from there trips UCX's assertions.
+    if (state.ep != nullptr &&
+        std::find(to_close_.begin(), to_close_.end(), &state) == to_close_.end()) {
+      to_close_.push_back(&state);
+    }
     return;
   }
   // Without peer mode UCX can neither force-close the endpoint nor cancel its sends, so its
@@ -447,7 +465,15 @@ void WorkerCore::fail_endpoint(EndpointState& state, const Status& why) {
   for (uint64_t id : ids) abandon(id, why);
 }
 
+void WorkerCore::close_scheduled() {
+  while (!to_close_.empty()) {
+    EndpointState* state = to_close_.back();
+    close_endpoint(*state);  // removes it from to_close_
+  }
+}
+
 void WorkerCore::close_endpoint(EndpointState& state) {
+  to_close_.erase(std::remove(to_close_.begin(), to_close_.end(), &state), to_close_.end());
   Status why = state.health();
   if (!state.peer_failure_mode && !why.is_ok()) {
     // Pending requests were abandoned at failure; a flush-close could wait forever on a dead

@@ -100,10 +100,12 @@ class WorkerCore {
 
   // Creates the UCX endpoint of `state` from a raw UCX worker address.
   Status create_endpoint(EndpointState& state, std::span<const std::byte> ucx_address);
-  // Marks the endpoint failed with `why` and force-closes it: UCX then completes every request
-  // outstanding on it with an error.
+  // Marks the endpoint failed with `why` (new work is refused). In peer mode it is then
+  // force-closed from the main loop and UCX completes every request on it with an error;
+  // without peer mode its pending operations are completed here (abandon). Safe inside UCX
+  // callbacks: it makes no UCX call.
   void fail_endpoint(EndpointState& state, const Status& why);
-  // Force-closes an endpoint that is being destroyed (after fail or normal use).
+  // Closes an endpoint now (forced in peer mode; see the .cc). Not from inside a UCX callback.
   void close_endpoint(EndpointState& state);
 
  private:
@@ -114,6 +116,8 @@ class WorkerCore {
   Pending& add_pending(EndpointState& ep, SteadyTime deadline, DoneFn done, std::string what);
   void finish(Pending& p, ucs_status_t status);
   void expire(SteadyTime now);
+  // Closes the endpoints fail_endpoint scheduled (main loop only, outside UCX callbacks).
+  void close_scheduled();
   // Completes a pending operation without UCX (its request stays parked, see fail_endpoint).
   void abandon(uint64_t id, const Status& status);
   bool run_timers(SteadyTime now);
@@ -139,6 +143,7 @@ class WorkerCore {
   uint64_t next_timer_id_ = 1;
   std::map<TimerKey, std::function<void()>> timers_;
   std::map<uint16_t, std::unique_ptr<AmSlot>> am_slots_;
+  std::vector<EndpointState*> to_close_;  // failed in peer mode, to close from the main loop
 };
 
 }  // namespace dualpath::transport
