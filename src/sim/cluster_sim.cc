@@ -170,6 +170,8 @@ class ClusterSim {
   double prompt_tokens_ = 0, hit_tokens_ = 0, storage_write_ = 0;
   int64_t pe_path_ = 0, de_path_ = 0;
   double compute_floor_work_s_ = 0;
+  int64_t passes_ = 0, transfer_bound_passes_ = 0;
+  double pass_new_tokens_ = 0;
   std::vector<double> prompt_by_bucket_;
 };
 
@@ -541,6 +543,9 @@ void ClusterSim::try_start_pass(uint32_t gi) {
   // streams plus one layer of pipeline fill.
   double t = std::max(compute, max_xfer) + std::min(compute, max_xfer) / cfg_.model.layers +
              max_h2d;
+  passes_ += 1;
+  pass_new_tokens_ += total_new;
+  if (max_xfer > compute) transfer_bound_passes_ += 1;
   grp.busy = true;
   grp.busy_s += t;
   events_.push(now_ + t, kPassDone, gi);
@@ -788,6 +793,9 @@ SimResult ClusterSim::collect(double wall_s) {
   res.pe_path_turns = pe_path_;
   res.de_path_turns = de_path_;
   res.sim_events = events_.popped();
+  res.prefill_passes = passes_;
+  res.new_tokens_per_pass = passes_ > 0 ? pass_new_tokens_ / static_cast<double>(passes_) : 0;
+  res.transfer_bound_passes = transfer_bound_passes_;
   res.wall_s = wall_s;
 
   // Floors: storage bytes over the usable storage bandwidth of the nodes allowed to read, and

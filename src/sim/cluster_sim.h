@@ -70,6 +70,9 @@ struct SimResult {
   double io_floor_s = 0;       // storage_read_bytes / usable storage bandwidth
   double compute_floor_s = 0;  // prefill work at the best batch efficiency / PE GPUs
   double pe_busy_fraction = 0;  // mean fraction of time PE groups spend in forward passes
+  int64_t prefill_passes = 0;          // forward passes of PE groups
+  double new_tokens_per_pass = 0;      // per EP group, mean
+  int64_t transfer_bound_passes = 0;   // passes whose KV streaming outlasted the compute
   uint64_t sim_events = 0;
   double wall_s = 0;
   std::vector<TimePoint> timeseries;

@@ -78,6 +78,9 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
       {"io_floor_s", r.io_floor_s},
       {"compute_floor_s", r.compute_floor_s},
       {"pe_busy_fraction", r.pe_busy_fraction},
+      {"prefill_passes", r.prefill_passes},
+      {"new_tokens_per_pass", r.new_tokens_per_pass},
+      {"transfer_bound_passes", r.transfer_bound_passes},
       {"sim_events", r.sim_events},
       {"wall_s", r.wall_s},
   };
@@ -133,7 +136,8 @@ std::string result_table(const SimResult& r) {
   row("read paths", fmt::format("PE {} turns, DE {} turns", r.pe_path_turns, r.de_path_turns));
   row("SNIC read max/avg", fmt::format("{:.3f}", r.snic_read_max_over_avg));
   row("floors (I/O, compute)", fmt::format("{:.1f} s, {:.1f} s", r.io_floor_s, r.compute_floor_s));
-  row("PE busy", fmt::format("{:.0f} %", 100 * r.pe_busy_fraction));
+  row("PE busy", fmt::format("{:.0f} %, {} passes of {:.0f} new tokens per EP group", 100 * r.pe_busy_fraction,
+                            r.prefill_passes, r.new_tokens_per_pass));
   row("simulated events", fmt::format("{} in {:.2f} s wall", r.sim_events, r.wall_s));
   return s;
 }
