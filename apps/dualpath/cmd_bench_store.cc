@@ -37,10 +37,12 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--block-tokens", opt->layout.block_tokens, "Tokens per block (default 64)");
   cmd->add_option("--bytes-per-token-per-layer", opt->layout.bytes_per_token_per_layer,
                   "KV bytes per token per layer (default 656, DS 660B FP8 MLA)");
-  cmd->add_option("--dataset-mib", *dataset_mib, "MiB of Full-Block files per mode (default 1024)");
+  cmd->add_option("--dataset-mib", *dataset_mib, "MiB of Full-Block files per mode (default 512)");
   cmd->add_option("--layer-block-files", opt->layer_block_files,
-                  "Files for the Layer-Block read cases (default 8192)");
-  cmd->add_option("--repeats", opt->repeats, "Repeats per side and case (default 5)");
+                  "Files for the Layer-Block read cases (default 4096)");
+  cmd->add_option("--repeats", opt->repeats, "Read repeats per side and case (default 9)");
+  cmd->add_option("--write-repeats", opt->write_repeats,
+                  "Write repeats per side and case (default 3)");
   cmd->add_option("--fio", opt->fio_path, "The fio binary (default: fio on PATH)");
   cmd->add_flag("--no-writes", *no_writes, "Skip the write cases");
   cmd->add_flag("--no-layer-blocks", *no_layer, "Skip the Layer-Block read cases");

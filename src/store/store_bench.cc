@@ -262,7 +262,7 @@ Result<StoreBenchCase> run_write_case(const StoreBenchOptions& opt,
   DP_ASSIGN_OR_RETURN(auto buffers, make_buffers(c));
   std::vector<double> dp_seconds;
   std::vector<FioResult> fio_runs;
-  for (int r = 0; r < opt.repeats; ++r) {
+  for (int r = 0; r < opt.write_repeats; ++r) {
     {
       DP_ASSIGN_OR_RETURN(auto store, open_bench_store(root, c));
       const auto keys = bench_keys(fmt::format("write-set-{}", r), c.blocks);
@@ -274,7 +274,7 @@ Result<StoreBenchCase> run_write_case(const StoreBenchOptions& opt,
     fio_runs.push_back(f);
     std::filesystem::remove_all(root);
   }
-  return summarize(c, "write", opt.repeats, dp_seconds, fio_runs);
+  return summarize(c, "write", opt.write_repeats, dp_seconds, fio_runs);
 }
 
 }  // namespace
@@ -283,7 +283,9 @@ Result<StoreBenchReport> run_store_bench(const StoreBenchOptions& opt,
                                          const std::function<void(const std::string&)>& progress) {
   DP_RETURN_IF_ERROR(opt.layout.validate(), "bench store");
   if (opt.dir.empty()) return Status::invalid_argument("bench store needs --dir DIR");
-  if (opt.repeats < 1) return Status::invalid_argument("--repeats must be at least 1");
+  if (opt.repeats < 1 || opt.write_repeats < 1) {
+    return Status::invalid_argument("--repeats and --write-repeats must be at least 1");
+  }
   for (const auto& m : opt.modes) {
     if (m != "direct" && m != "buffered") {
       return Status::invalid_argument(fmt::format("mode '{}' is not one of direct, buffered", m));
@@ -298,14 +300,18 @@ Result<StoreBenchReport> run_store_bench(const StoreBenchOptions& opt,
   const BlockLayout layer_layout{1, opt.layout.block_tokens, opt.layout.bytes_per_token_per_layer};
   const int64_t full_blocks =
       std::max<int64_t>(opt.dataset_bytes / block_file_bytes(opt.layout), 1);
+  auto case_start = std::chrono::steady_clock::now();
   auto done = [&](const StoreBenchCase& c) {
     report.cases.push_back(c);
+    const auto now = std::chrono::steady_clock::now();
     if (progress) {
       progress(
           fmt::format("{:<8} {:<5} {:<11} qd={:<3} dualpath {:.2f} GB/s, fio {:.2f} GB/s, "
-                      "ratio {:.2f}",
-                      c.mode, c.op, c.unit, c.queue_depth, c.dualpath_gbps, c.fio_gbps, c.ratio));
+                      "ratio {:.2f} ({:.0f} s)",
+                      c.mode, c.op, c.unit, c.queue_depth, c.dualpath_gbps, c.fio_gbps, c.ratio,
+                      std::chrono::duration<double>(now - case_start).count()));
     }
+    case_start = now;
   };
   for (const std::string& mode : opt.modes) {
     for (int qd : opt.queue_depths) {
@@ -332,9 +338,9 @@ Result<StoreBenchReport> run_store_bench(const StoreBenchOptions& opt,
 std::string format_store_bench_table(const StoreBenchOptions& opt, const StoreBenchReport& r) {
   std::string out = fmt::format(
       "store bench  dir={}  layout layers={} block_tokens={} bytes_per_token_per_layer={}  "
-      "repeats={} (medians)  {}\n",
+      "repeats={} reads, {} writes (medians)  {}\n",
       opt.dir, opt.layout.layers, opt.layout.block_tokens, opt.layout.bytes_per_token_per_layer,
-      opt.repeats, r.fio_version);
+      opt.repeats, opt.write_repeats, r.fio_version);
   out += fmt::format("{:<9}{:<6}{:<12}{:>12}{:>5}{:>7}{:>15}{:>10}{:>8}{:>15}{:>10}\n", "mode",
                      "op", "unit", "block_bytes", "qd", "blocks", "dualpath GB/s", "fio GB/s",
                      "ratio", "dualpath IOPS", "fio IOPS");
@@ -360,6 +366,7 @@ std::string store_bench_json(const StoreBenchOptions& opt, const StoreBenchRepor
                   {"block_tokens", opt.layout.block_tokens},
                   {"bytes_per_token_per_layer", opt.layout.bytes_per_token_per_layer},
                   {"repeats", opt.repeats},
+                  {"write_repeats", opt.write_repeats},
                   {"dataset_bytes", opt.dataset_bytes},
                   {"layer_block_files", opt.layer_block_files},
                   {"gbps_means", "1e9 bytes per second of whole block files, median of repeats"}};

@@ -30,9 +30,11 @@ struct StoreBenchOptions {
   BlockLayout layout{61, 64, 656};
   std::vector<int> queue_depths{16};
   std::vector<std::string> modes{"direct", "buffered"};
-  int64_t dataset_bytes = int64_t{1} << 30;  // per mode, for Full-Block cases
-  int64_t layer_block_files = 8192;          // for the Layer-Block read cases
-  int repeats = 5;
+  int64_t dataset_bytes = int64_t{512} << 20;  // per mode, for Full-Block cases
+  int64_t layer_block_files = 4096;            // for the Layer-Block read cases
+  // Read repeats: the read ratio is the acceptance figure, and this VM's disk varies run to run.
+  int repeats = 9;
+  int write_repeats = 3;
   bool writes = true;
   bool layer_blocks = true;
   std::string fio_path = "fio";
