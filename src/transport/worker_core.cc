@@ -20,6 +20,9 @@ namespace {
 // the record alive for UCX's late callback.
 constexpr auto kAbandonGrace = std::chrono::seconds(2);
 
+// ucp_worker_progress calls between two looks at the inbox and the timers.
+constexpr int kProgressBurst = 8;
+
 }  // namespace
 
 Status EndpointState::health() const {
@@ -125,7 +128,9 @@ void WorkerCore::run() {
     SteadyTime now = std::chrono::steady_clock::now();
     bool busy = run_timers(now);
     expire(now);
-    while (ucp_worker_progress(worker_) != 0) busy = true;
+    // Bounded: while a stream keeps completing, every completion posts more work and progress
+    // would never return 0; the inbox (a model message, a cancel) must get its turn.
+    for (int i = 0; i < kProgressBurst && ucp_worker_progress(worker_) != 0; ++i) busy = true;
     if (!to_close_.empty()) {
       close_scheduled();
       busy = true;
