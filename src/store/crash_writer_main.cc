@@ -1,6 +1,12 @@
 // dp_store_crash_writer DIR COUNT: writes blocks test_key(0) .. test_key(COUNT-1) into a
-// FileStore on DIR, four per batch, skipping those already stored. The crash-consistency test
-// (crash_consistency_test.cc) runs it and kills it with SIGKILL at random points.
+// FileStore on DIR, four per batch, resuming at the first block not yet stored. The
+// crash-consistency test (crash_consistency_test.cc) runs it and kills it with SIGKILL.
+//
+// Lockstep protocol, so that the test chooses kill points by progress and not by time: before
+// each batch the writer reads one byte from stdin (EOF: exit), and after it writes "b\n" to
+// stdout.
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +33,11 @@ int main(int argc, char** argv) {
   }
   const uint64_t count = std::strtoull(argv[2], nullptr, 10);
   constexpr uint64_t kBatch = 4;
-  for (uint64_t i = 0; i < count; i += kBatch) {
+  uint64_t first = 0;
+  while (first < count && (*store)->contains(testkit::test_key(first))) ++first;
+  for (uint64_t i = first / kBatch * kBatch; i < count; i += kBatch) {
+    char token = 0;
+    if (::read(STDIN_FILENO, &token, 1) != 1) return 0;
     std::vector<BlockKey> keys;
     for (uint64_t j = i; j < std::min(count, i + kBatch); ++j) keys.push_back(testkit::test_key(j));
     for (const auto& s : testkit::write_blocks(**store, keys)) {
@@ -36,6 +46,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
+    if (::write(STDOUT_FILENO, "b\n", 2) != 2) return 1;
   }
   return 0;
 }

@@ -39,7 +39,7 @@ struct IoOp {
   Kind kind = Kind::kReadv;
   int fd = -1;
   int64_t offset_bytes = 0;
-  std::array<iovec, 3> iov{};
+  std::array<iovec, 4> iov{};
   int iov_count = 0;
   int64_t io_bytes = 0;  // the sum of the iov lengths: a complete transfer returns this
   size_t tag = 0;        // the group's own index for the op (which request it serves)
