@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Bad input gets one clear line and a non-zero exit, never a crash (issue 2 "Bad input").
+# Usage: cli_errors_test.sh path/to/dualpath
+set -u
+bin="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+expect_error() {  # expect_error "what it must mention" args...
+  local needle="$1"; shift
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" -eq 0 ] || [ "$rc" -ge 128 ]; then
+    echo "FAIL: dualpath $* exited $rc (want a clean non-zero exit)"; fail=1; return
+  fi
+  if ! grep -q -- "$needle" "$tmp/err"; then
+    echo "FAIL: dualpath $*: stderr does not mention '$needle':"; cat "$tmp/err"; fail=1; return
+  fi
+  if [ "$(wc -l <"$tmp/err")" -gt 3 ]; then
+    echo "FAIL: dualpath $*: error is not short:"; cat "$tmp/err"; fail=1; return
+  fi
+  echo "ok: dualpath $* -> $(head -1 "$tmp/err")"
+}
+printf '{"id":"t","requests":[{"in":"x"}]}\n' >"$tmp/bad.jsonl"
+printf '[hardware]\nsnic_gbps = -1\n' >"$tmp/neg.toml"
+printf '[cluster]\nprefil_nodes = 2\n' >"$tmp/typo.toml"
+expect_error "ds660b" sim --model ds600b --quiet
+expect_error "full" sim --mode ful --quiet
+expect_error "agents" sim --agents 0 --quiet
+expect_error "2P4D" sim --pd 2P --quiet
+expect_error "does not exist" sim --dataset weka:"$tmp/missing.jsonl" --quiet
+expect_error "bad.jsonl:1" sim --dataset weka:"$tmp/bad.jsonl" --quiet
+expect_error "hardware.snic_gbps" sim --config "$tmp/neg.toml" --quiet
+expect_error "did you mean 'cluster.prefill_nodes'" sim --config "$tmp/typo.toml" --quiet
+expect_error "config file" sim --config "$tmp/nope.toml" --quiet
+expect_error "--snic-gbps" plan --snic-gbps 0
+expect_error "--dram-gbps" plan --dram-gbps -5
+expect_error "unknown dataset" sim --dataset 16k --quiet
+[ "$fail" -eq 0 ] && echo "12 passed, 0 failed"
+exit "$fail"
