@@ -1,0 +1,256 @@
+#include "engine/decode_engine.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "common/log.h"
+
+namespace dualpath::engine {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+Result<std::unique_ptr<DecodeEngine>> DecodeEngine::create(NodeRuntime& runtime) {
+  std::unique_ptr<DecodeEngine> e(new DecodeEngine(runtime));
+  DecodeEngine* self = e.get();
+  e->push_thread_ = std::thread([self] { self->push_loop(); });
+  DP_RETURN_IF_ERROR(
+      runtime.worker().set_am_handler(kPushLayerAm, [self](const transport::AmMessage& m) {
+        auto msg = parse_message<PushLayerMsg>(m.header);
+        if (!msg) return;
+        {
+          std::lock_guard lock(self->mu_);
+          self->pushes_.push_back(*msg);
+        }
+        self->cv_.notify_all();
+      }));
+  return e;
+}
+
+DecodeEngine::~DecodeEngine() {
+  (void)rt_.worker().set_am_handler(kPushLayerAm, [](const transport::AmMessage&) {});
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (push_thread_.joinable()) push_thread_.join();
+}
+
+void DecodeEngine::push_loop() {
+  for (;;) {
+    PushLayerMsg msg;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !pushes_.empty(); });
+      if (stopping_) return;
+      msg = pushes_.front();
+      pushes_.pop_front();
+    }
+    Status s = push_layer(msg);
+    if (!s.is_ok()) DP_LOG_WARN("decode {}: {}", rt_.setup().index, s.to_string());
+  }
+}
+
+Status DecodeEngine::push_layer(const PushLayerMsg& msg) {
+  DP_ASSIGN_OR_RETURN(PeerNode * pe, rt_.peer(NodeRole::kPrefill, static_cast<int>(msg.pe_index)));
+  transport::TrafficManager& tm = rt_.traffic();
+  std::shared_ptr<Request> r;
+  {
+    std::lock_guard lock(mu_);
+    auto it = requests_.find(msg.request_id);
+    if (it != requests_.end()) r = it->second;
+  }
+  Status status;
+  if (r == nullptr) {
+    status = Status::not_found(fmt::format("no prepared request {}", msg.request_id));
+  } else {
+    const store::BlockLayout& layout = rt_.layout();
+    const auto lb = static_cast<size_t>(layout.layer_block_bytes());
+    const auto fb = static_cast<size_t>(layout.full_block_bytes());
+    std::vector<transport::RmaRequest> puts;
+    for (int64_t b = 0; b < r->hit_blocks; ++b) {
+      puts.push_back({r->buffer.bytes().subspan(b * fb + msg.layer * lb, lb), pe->hbm.get(),
+                      msg.pe_hbm_offset_bytes + b * lb});
+    }
+    auto op = tm.put(transport::TrafficClass::kKv, *pe->endpoint, puts);
+    status = op.is_ok() ? op->wait() : op.status();
+    if (status.is_ok()) {
+      std::lock_guard lock(mu_);
+      r->de_to_pe_bytes += r->hit_blocks * static_cast<int64_t>(lb);
+    }
+  }
+  LayerPushedMsg reply{msg.request_id, msg.layer, static_cast<int32_t>(status.code())};
+  DP_ASSIGN_OR_RETURN(auto sent, tm.send_am(transport::TrafficClass::kModel, *pe->endpoint,
+                                            kLayerPushedAm, message_bytes(reply), {}));
+  DP_RETURN_IF_ERROR(sent.wait(), "answer push of layer {} of request {}", msg.layer,
+                     msg.request_id);
+  return status;
+}
+
+Result<Json> DecodeEngine::prepare(const Json& request) {
+  const auto deadline = Clock::now() + rt_.setup().timeout;
+  auto r = std::make_shared<Request>();
+  DP_ASSIGN_OR_RETURN(r->prepare, PrepareRequest::from_json(request));
+  const PrepareRequest& p = r->prepare;
+  const store::BlockLayout& layout = rt_.layout();
+  const int64_t bt = layout.block_tokens;
+  const auto fb = static_cast<size_t>(layout.full_block_bytes());
+  const auto n = static_cast<int64_t>(p.tokens.size());
+  if (p.hit_tokens % bt != 0 || p.hit_tokens >= n || p.gen_tokens < 1) {
+    return Status::invalid_argument(fmt::format(
+        "request {}: hit_tokens {} must be whole blocks below the prompt's {} tokens, and "
+        "gen_tokens {} at least 1",
+        p.request_id, p.hit_tokens, n, p.gen_tokens));
+  }
+  const int64_t blocks = (n + p.gen_tokens + bt - 1) / bt;
+  DP_ASSIGN_OR_RETURN(r->buffer, rt_.dram().allocate(blocks * fb));
+  r->hit_blocks = p.hit_tokens / bt;
+  HopBytes bytes;
+  if (p.read_hits && r->hit_blocks > 0) {
+    const auto keys =
+        store::block_key_chain(kv_fingerprint(rt_.setup().model, rt_.setup().weights_seed),
+                               std::span(p.tokens).first(p.hit_tokens), bt);
+    std::vector<store::ReadRequest> reads;
+    for (int64_t b = 0; b < r->hit_blocks; ++b) {
+      reads.push_back({keys[b], r->buffer.bytes().subspan(b * fb, fb)});
+    }
+    DP_ASSIGN_OR_RETURN(store::IoBatch batch, rt_.store().read(reads));
+    DP_RETURN_IF_ERROR(
+        batch.wait_for(std::chrono::duration_cast<Duration>(deadline - Clock::now())),
+        "request {}: storage read of {} blocks", p.request_id, r->hit_blocks);
+    for (int64_t b = 0; b < r->hit_blocks; ++b) {
+      DP_RETURN_IF_ERROR(batch.results()[b], "request {}: hit block {} of {}", p.request_id, b,
+                         r->hit_blocks);
+    }
+    bytes.storage_read = r->hit_blocks * static_cast<int64_t>(fb);
+  }
+  const uint64_t offset = r->buffer.offset_bytes();
+  {
+    std::lock_guard lock(mu_);
+    requests_[p.request_id] = std::move(r);
+  }
+  return Json{{"dram_offset", offset}, {"bytes", bytes.to_json()}};
+}
+
+Status DecodeEngine::release(uint64_t request_id) {
+  std::lock_guard lock(mu_);
+  requests_.erase(request_id);
+  return Status::ok();
+}
+
+Status DecodeEngine::persist_block(const store::BlockKey& key,
+                                   std::span<std::byte> hbm,
+                                   int64_t block,
+                                   int64_t layer_stride_bytes,
+                                   HopBytes& bytes) {
+  if (rt_.store().contains(key)) return Status::ok();  // another turn or session wrote it
+  const store::BlockLayout& layout = rt_.layout();
+  const auto lb = static_cast<size_t>(layout.layer_block_bytes());
+  const auto fb = static_cast<size_t>(layout.full_block_bytes());
+  const int64_t row = layout.bytes_per_token_per_layer;
+  DP_ASSIGN_OR_RETURN(SlotLease staging, rt_.dram().allocate(fb));
+  std::vector<transport::RmaRequest> puts;
+  for (int64_t l = 0; l < layout.layers; ++l) {
+    puts.push_back({hbm.subspan(l * layer_stride_bytes + block * layout.block_tokens * row, lb),
+                    &rt_.local_dram(), staging.offset_bytes() + l * lb});
+  }
+  transport::TrafficManager& tm = rt_.traffic();
+  DP_ASSIGN_OR_RETURN(auto op, tm.put(transport::TrafficClass::kKv, tm.local_endpoint(), puts));
+  DP_RETURN_IF_ERROR(op.wait(), "copy block {} from DE HBM to the DE buffer", block);
+  store::WriteRequest write{key, staging.bytes()};
+  DP_ASSIGN_OR_RETURN(store::IoBatch batch, rt_.store().write(std::span(&write, 1)));
+  DP_RETURN_IF_ERROR(batch.wait_for(rt_.setup().timeout), "persist block {}", block);
+  DP_RETURN_IF_ERROR(batch.results()[0], "persist block {}", block);
+  bytes.persist += static_cast<int64_t>(fb);
+  return Status::ok();
+}
+
+Result<Json> DecodeEngine::decode(const Json& request) {
+  const uint64_t id = request.value("request_id", uint64_t{0});
+  std::shared_ptr<Request> r;
+  {
+    std::lock_guard lock(mu_);
+    auto it = requests_.find(id);
+    if (it == requests_.end()) {
+      return Status::not_found(fmt::format("decode of request {}, which was not prepared", id));
+    }
+    r = it->second;
+    requests_.erase(it);
+  }
+  const PrepareRequest& p = r->prepare;
+  const store::BlockLayout& layout = rt_.layout();
+  const int64_t bt = layout.block_tokens;
+  const int64_t layers = layout.layers;
+  const int64_t row = layout.bytes_per_token_per_layer;
+  const auto lb = layout.layer_block_bytes();
+  const auto fb = layout.full_block_bytes();
+  const auto n = static_cast<int64_t>(p.tokens.size());
+  HopBytes bytes;
+  bytes.de_to_pe = r->de_to_pe_bytes;  // the push thread is done with this request
+
+  // Decode start: DE buffer -> DE HBM, laid out [layer][token][bytes].
+  const int64_t capacity_tokens = static_cast<int64_t>(r->buffer.size_bytes() / fb) * bt;
+  const int64_t stride = capacity_tokens * row;
+  DP_ASSIGN_OR_RETURN(SlotLease hbm, rt_.hbm().allocate(layers * stride));
+  {
+    std::vector<transport::RmaRequest> puts;
+    for (int64_t b = 0; b * bt < n; ++b) {
+      const int64_t tokens = std::min(bt, n - b * bt);
+      for (int64_t l = 0; l < layers; ++l) {
+        puts.push_back({r->buffer.bytes().subspan(b * fb + l * lb, tokens * row), &rt_.local_hbm(),
+                        hbm.offset_bytes() + l * stride + b * bt * row});
+        bytes.de_h2d += tokens * row;
+      }
+    }
+    transport::TrafficManager& tm = rt_.traffic();
+    DP_ASSIGN_OR_RETURN(auto op, tm.put(transport::TrafficClass::kKv, tm.local_endpoint(), puts));
+    DP_RETURN_IF_ERROR(op.wait(), "request {}: DE buffer -> DE HBM", id);
+  }
+  r->buffer.release();
+
+  const auto start = Clock::now();
+  std::span<std::byte> hbm_bytes = hbm.bytes();
+  auto layer_floats = [&](int64_t l, int64_t tokens) {
+    return std::span<float>(reinterpret_cast<float*>(hbm_bytes.data() + l * stride),
+                            static_cast<size_t>(tokens * row) / sizeof(float));
+  };
+  // Keys of the sequence's blocks, extended as generated blocks fill.
+  const store::ModelFingerprint fp = kv_fingerprint(rt_.setup().model, rt_.setup().weights_seed);
+  std::vector<int32_t> sequence = p.tokens;
+  std::vector<store::BlockKey> keys = store::block_key_chain(fp, sequence, bt);
+  const int64_t hit_blocks = p.hit_tokens / bt;
+  for (int64_t b = hit_blocks; b < static_cast<int64_t>(keys.size()); ++b) {
+    DP_RETURN_IF_ERROR(persist_block(keys[b], hbm_bytes, b, stride, bytes), "request {}", id);
+  }
+  std::vector<int32_t> output{request.value("first_token", 0)};
+  std::vector<std::span<const float>> kv(layers);
+  for (int64_t i = 1; i < p.gen_tokens; ++i) {
+    const int64_t pos = n + i - 1;  // the position of the token fed in (output[i - 1])
+    for (int64_t l = 0; l < layers; ++l) kv[l] = layer_floats(l, pos);
+    DP_ASSIGN_OR_RETURN(compute::ForwardResult step, rt_.model().decode(kv, output.back()));
+    for (int64_t l = 0; l < layers; ++l) {
+      std::span<float> dst = layer_floats(l, pos + 1).subspan(pos * row / sizeof(float));
+      std::copy(step.new_kv[l].begin(), step.new_kv[l].end(), dst.begin());
+    }
+    sequence.push_back(output.back());
+    output.push_back(compute::greedy_token(step.logits));
+    if ((pos + 1) % bt == 0) {
+      const int64_t b = pos / bt;
+      const store::BlockKey prev = b == 0 ? store::chain_start(fp) : keys[b - 1];
+      keys.push_back(store::next_block_key(prev, std::span(sequence).subspan(b * bt, bt)));
+      DP_RETURN_IF_ERROR(persist_block(keys[b], hbm_bytes, b, stride, bytes), "request {}", id);
+    }
+  }
+  const double decode_s = std::chrono::duration<double>(Clock::now() - start).count();
+  Json reply;
+  reply["output_tokens"] = output;
+  reply["bytes"] = bytes.to_json();
+  reply["decode_s"] = decode_s;
+  reply["tpot_s"] = p.gen_tokens > 1 ? decode_s / static_cast<double>(p.gen_tokens - 1) : 0.0;
+  return reply;
+}
+
+}  // namespace dualpath::engine

@@ -1,0 +1,127 @@
+#include "engine/demo.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "compute/init_rng.h"
+#include "engine/engine_config.h"
+
+namespace dualpath::engine {
+
+namespace {
+
+struct Session {
+  std::vector<int32_t> context;  // the next prompt, minus this turn's appended tokens
+  compute::SplitMix64 rng{0};
+};
+
+int64_t uniform(compute::SplitMix64& rng, int64_t lo, int64_t hi) {
+  return lo + static_cast<int64_t>(rng.next() % static_cast<uint64_t>(hi - lo + 1));
+}
+
+}  // namespace
+
+Result<DemoReport> run_demo(LocalCluster& cluster,
+                            const DemoOptions& options,
+                            const std::function<void(const DemoTurn&)>& progress) {
+  // The vocabulary bounds the random token ids.
+  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(cluster.model_name()));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Session> sessions(options.sessions);
+  for (int s = 0; s < options.sessions; ++s) {
+    sessions[s].rng = compute::SplitMix64(compute::mix64(options.seed * 1000003 + s));
+  }
+  DemoReport report;
+  for (int t = 0; t < options.turns; ++t) {
+    for (int s = 0; s < options.sessions; ++s) {
+      Session& session = sessions[s];
+      const int64_t append =
+          t == 0 ? options.first_prompt_tokens
+                 : uniform(session.rng, options.min_append_tokens, options.max_append_tokens);
+      for (int64_t i = 0; i < append; ++i) {
+        session.context.push_back(static_cast<int32_t>(session.rng.next() % shape.vocab));
+      }
+      TurnRequest request;
+      request.tokens = session.context;
+      request.gen_tokens = uniform(session.rng, options.min_gen_tokens, options.max_gen_tokens);
+      request.path = options.path;
+      request.de_index = s % cluster.decode_nodes();
+      auto result = cluster.run_turn(request);
+      if (!result.is_ok()) {
+        return result.status().with_context(fmt::format("session {} turn {}", s, t));
+      }
+      session.context.insert(session.context.end(), result->output_tokens.begin(),
+                             result->output_tokens.end());
+      report.turns.push_back(DemoTurn{s, t, std::move(result).value()});
+      if (progress) progress(report.turns.back());
+    }
+  }
+  report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+Json DemoReport::to_json() const {
+  Json sessions = Json::array();
+  for (const DemoTurn& t : turns) {
+    while (static_cast<int>(sessions.size()) <= t.session) {
+      sessions.push_back(Json{{"session", sessions.size()}, {"turns", Json::array()}});
+    }
+    const TurnResult& r = t.result;
+    sessions[t.session]["turns"].push_back(Json{{"turn", t.turn},
+                                                {"prompt_tokens", r.prompt_tokens},
+                                                {"hit_tokens", r.hit_tokens},
+                                                {"path", path_name(r.path)},
+                                                {"output_tokens", r.output_tokens},
+                                                {"bytes", r.bytes.to_json()},
+                                                {"ttft_s", r.ttft_s},
+                                                {"tpot_s", r.tpot_s}});
+  }
+  return Json{{"wall_s", wall_s}, {"sessions", sessions}};
+}
+
+std::string DemoReport::table() const {
+  struct Row {
+    int turns = 0;
+    int64_t context = 0, prompt = 0, hit = 0;
+    int pe = 0, de = 0, rc = 0;
+    HopBytes bytes;
+    double ttft = 0, tpot = 0;
+  };
+  std::vector<Row> rows;
+  Row total;
+  for (const DemoTurn& t : turns) {
+    if (static_cast<int>(rows.size()) <= t.session) rows.resize(t.session + 1);
+    for (Row* row : {&rows[t.session], &total}) {
+      const TurnResult& r = t.result;
+      row->turns++;
+      row->context = std::max(row->context, r.prompt_tokens);
+      row->prompt += r.prompt_tokens;
+      row->hit += r.hit_tokens;
+      (r.path == ReadPathKind::kPe ? row->pe : r.path == ReadPathKind::kDe ? row->de : row->rc)++;
+      row->bytes += r.bytes;
+      row->ttft += r.ttft_s;
+      row->tpot += r.tpot_s;
+    }
+  }
+  auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  std::string out =
+      fmt::format("{:>7} {:>5} {:>7} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
+                  "session", "turns", "context", "hit%", "pe/de/rc", "read", "pe_h2d", "de_to_pe",
+                  "pd_xfer", "de_h2d", "persist", "TTFT ms", "TPOT ms");
+  auto line = [&](const std::string& name, const Row& r) {
+    out += fmt::format(
+        "{:>7} {:>5} {:>7} {:>5.1f}% {:>9} {:>7.1f}M {:>7.1f}M {:>7.1f}M {:>7.1f}M {:>7.1f}M "
+        "{:>7.1f}M {:>8.1f} {:>8.2f}\n",
+        name, r.turns, r.context, r.prompt ? 100.0 * r.hit / r.prompt : 0.0,
+        fmt::format("{}/{}/{}", r.pe, r.de, r.rc), mib(r.bytes.storage_read), mib(r.bytes.pe_h2d),
+        mib(r.bytes.de_to_pe), mib(r.bytes.pd_transfer), mib(r.bytes.de_h2d), mib(r.bytes.persist),
+        r.turns ? 1e3 * r.ttft / r.turns : 0.0, r.turns ? 1e3 * r.tpot / r.turns : 0.0);
+  };
+  for (size_t s = 0; s < rows.size(); ++s) line(std::to_string(s), rows[s]);
+  line("all", total);
+  return out;
+}
+
+}  // namespace dualpath::engine

@@ -1,0 +1,117 @@
+#include "engine/engine_config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+
+#include "compute/cpu_model_config.h"
+
+namespace dualpath::engine {
+
+Result<ModelKvShape> model_kv_shape(const std::string& model) {
+  auto preset = compute::cpu_model_preset(model);
+  if (!preset.is_ok()) {
+    return Status::invalid_argument(
+        fmt::format("model.preset = '{}' is not a live model; use one of {}", model,
+                    fmt::join(compute::cpu_model_preset_names(), ", ")));
+  }
+  return ModelKvShape{preset->layers, preset->kv_bytes_per_token_per_layer(), preset->vocab};
+}
+
+Status EngineConfig::validate() const {
+  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(model));
+  if (block_tokens <= 0) {
+    return Status::invalid_argument(fmt::format(
+        "store.block_tokens = {} must be positive; 64 is the paper's block size", block_tokens));
+  }
+  if (prefill_nodes != 1) {
+    return Status::invalid_argument(fmt::format(
+        "cluster.prefill_nodes = {}: the live driver runs exactly one prefill node for now",
+        prefill_nodes));
+  }
+  if (decode_nodes < 1 || decode_nodes > 8) {
+    return Status::invalid_argument(fmt::format(
+        "cluster.decode_nodes = {}: the live driver runs 1 to 8 decode nodes", decode_nodes));
+  }
+  const uint64_t full_block =
+      static_cast<uint64_t>(shape.layers * block_tokens * shape.bytes_per_token_per_layer);
+  for (auto [key, bytes] : {std::pair{"live.pe_dram_buffer_mb", pe_dram_buffer_bytes},
+                            std::pair{"live.de_dram_buffer_mb", de_dram_buffer_bytes},
+                            std::pair{"live.hbm_mb", hbm_bytes}}) {
+    if (bytes < full_block) {
+      return Status::invalid_argument(fmt::format(
+          "{} = {:.3f} MiB is smaller than one Full Block of {} ({} bytes: {} layers x {} "
+          "tokens x {} bytes); raise {}",
+          key, static_cast<double>(bytes) / (1 << 20), model, full_block, shape.layers,
+          block_tokens, shape.bytes_per_token_per_layer, key));
+    }
+  }
+  for (const auto& path : data_paths) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(path, ec)) {
+      return Status::not_found(fmt::format(
+          "store.data_paths entry '{}' does not exist or is not a directory; create it or fix "
+          "the path",
+          path));
+    }
+  }
+  if (pipeline_depth < 2) {
+    return Status::invalid_argument(
+        fmt::format("live.pipeline_depth = {} must be at least 2 (one layer computing, the next "
+                    "loading)",
+                    pipeline_depth));
+  }
+  return Status::ok();
+}
+
+Status apply_engine_config(Config& f, EngineConfig& c) {
+  if (f.has("model.preset")) c.model = f.string("model.preset", c.model, "the model preset");
+  c.prefill_nodes =
+      static_cast<int>(f.integer("cluster.prefill_nodes", c.prefill_nodes, 1, 100000, "nodes"));
+  c.decode_nodes =
+      static_cast<int>(f.integer("cluster.decode_nodes", c.decode_nodes, 1, 100000, "nodes"));
+  c.block_tokens = f.integer("store.block_tokens", c.block_tokens, 1, 1 << 20, "tokens per block");
+  c.data_paths = f.string_list("store.data_paths", c.data_paths);
+  c.store_capacity_bytes = static_cast<int64_t>(
+      f.non_negative_number("store.capacity_gb", static_cast<double>(c.store_capacity_bytes) / 1e9,
+                            "GB of block files; 0 = unlimited") *
+      1e9);
+  auto mib = [&](const char* key, uint64_t bytes) {
+    return static_cast<uint64_t>(
+        f.positive_number(key, static_cast<double>(bytes) / (1 << 20), "MiB") * (1 << 20));
+  };
+  c.pe_dram_buffer_bytes = mib("live.pe_dram_buffer_mb", c.pe_dram_buffer_bytes);
+  c.de_dram_buffer_bytes = mib("live.de_dram_buffer_mb", c.de_dram_buffer_bytes);
+  c.hbm_bytes = mib("live.hbm_mb", c.hbm_bytes);
+  c.weights_seed = static_cast<uint64_t>(
+      f.integer("live.weights_seed", static_cast<int64_t>(c.weights_seed), 0, INT64_MAX, "seed"));
+  c.pipeline_depth =
+      static_cast<int>(f.integer("live.pipeline_depth", c.pipeline_depth, 2, 64, "layers"));
+  c.request_timeout = std::chrono::milliseconds(
+      f.integer("live.request_timeout_ms",
+                std::chrono::duration_cast<std::chrono::milliseconds>(c.request_timeout).count(), 1,
+                3'600'000, "ms"));
+  c.snic_gbps = f.non_negative_number("emulation.snic_gbps", c.snic_gbps, "Gb/s; 0 = unlimited");
+  c.transport = transport::read_transport_config(f);
+  if (c.transport.context.transports.empty()) c.transport.context.transports = "sm,self";
+  return Status::ok();
+}
+
+Result<EngineConfig> load_engine_config(const std::string& path) {
+  Config file;
+  if (!path.empty()) {
+    DP_ASSIGN_OR_RETURN(file, Config::from_file(path));
+  }
+  EngineConfig cfg;
+  DP_RETURN_IF_ERROR(apply_engine_config(file, cfg));
+  for (const char* section :
+       {"model", "hardware", "cluster", "workload", "scheduler", "efficiency", "emulation"}) {
+    file.ignore_section(section);
+  }
+  DP_RETURN_IF_ERROR(file.finish());
+  DP_RETURN_IF_ERROR(cfg.validate());
+  return cfg;
+}
+
+}  // namespace dualpath::engine

@@ -1,0 +1,66 @@
+#pragma once
+// EngineConfig: what the live engines, node processes and the local driver read from a dualpath
+// TOML config (the file `dualpath sim` reads too; the simulator ignores [store], [live],
+// [transport] and [emulation]):
+//
+//   [model]     preset = "tiny"                    # a compute/ CPU preset: tiny or small
+//   [cluster]   prefill_nodes = 1  decode_nodes = 2
+//   [store]     block_tokens = 64  data_paths = ["/mnt/kv0"]   capacity_gb = 0
+//   [live]      pe_dram_buffer_mb = 256  de_dram_buffer_mb = 256  hbm_mb = 256
+//               weights_seed = 1  request_timeout_ms = 30000  pipeline_depth = 2
+//   [transport] tls = "sm,self" ... (transport/transport_config.h)
+//   [emulation] snic_gbps = 0                      # per node storage NIC; 0 = unlimited
+//
+// Errors name the key (store.block_tokens, live.de_dram_buffer_mb, model.preset,
+// store.data_paths) and say what to change. Thread-compatible (a value type).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "dualpath/result.h"
+#include "dualpath/units.h"
+#include "transport/transport_config.h"
+
+namespace dualpath::engine {
+
+struct EngineConfig {
+  std::string model = "tiny";
+  uint64_t weights_seed = 1;
+  int prefill_nodes = 1;
+  int decode_nodes = 1;
+  int64_t block_tokens = 64;
+  std::vector<std::string> data_paths;  // empty: the driver makes a temporary directory
+  int64_t store_capacity_bytes = 0;
+  uint64_t pe_dram_buffer_bytes = 256ull << 20;
+  uint64_t de_dram_buffer_bytes = 256ull << 20;
+  uint64_t hbm_bytes = 256ull << 20;
+  // Layers whose KV may be in flight at once on a PE (2: layer l+1 loads while l computes).
+  int pipeline_depth = 2;
+  Duration request_timeout = std::chrono::seconds(30);
+  double snic_gbps = 0;
+  transport::TransportConfig transport;
+
+  // Cross-field checks that need the model: a DRAM buffer or HBM arena smaller than one Full
+  // Block, and data paths that do not exist. Errors name the key.
+  Status validate() const;
+};
+
+// Reads the sections above from `file` (other sections are left for the simulator: call
+// file.finish() once every reader has run).
+Status apply_engine_config(Config& file, EngineConfig& cfg);
+
+// Loads a whole file (or the defaults for an empty path) and validates it; unknown keys outside
+// the simulator's sections are errors.
+Result<EngineConfig> load_engine_config(const std::string& path);
+
+// KV bytes per token per layer and layers of the config's model.
+struct ModelKvShape {
+  int64_t layers = 0;
+  int64_t bytes_per_token_per_layer = 0;
+  int64_t vocab = 0;
+};
+Result<ModelKvShape> model_kv_shape(const std::string& model);
+
+}  // namespace dualpath::engine

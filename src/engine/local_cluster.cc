@@ -1,0 +1,258 @@
+#include "engine/local_cluster.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "common/log.h"
+#include "sched/path_choice.h"
+
+extern char** environ;
+
+namespace dualpath::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a node process may take from spawn to its hello (model weights, UCX init).
+constexpr Duration kStartTimeout = std::chrono::seconds(60);
+// Accept in slices this long, checking between them whether the child has already exited.
+constexpr Duration kAcceptSlice = std::chrono::milliseconds(200);
+// A node that does not exit this long after "quit" is killed.
+constexpr auto kQuitGrace = std::chrono::seconds(5);
+
+}  // namespace
+
+Result<PathChoice> parse_path_choice(std::string_view name) {
+  if (name == "pe") return PathChoice::kPe;
+  if (name == "de") return PathChoice::kDe;
+  if (name == "auto") return PathChoice::kAuto;
+  if (name == "recompute") return PathChoice::kRecompute;
+  return Status::invalid_argument(
+      fmt::format("--path '{}' is not one of pe, de, auto, recompute", name));
+}
+
+Status LocalCluster::spawn(NodeProcess& node,
+                           const NodeSetup& setup,
+                           const ClusterOptions& options) {
+  std::vector<std::string> args{options.node_program};
+  args.insert(args.end(), options.node_args.begin(), options.node_args.end());
+  for (const std::string& a :
+       {std::string("--role"), node.role, std::string("--index"), std::to_string(node.index),
+        std::string("--driver-port"), std::to_string(listener_->port())}) {
+    args.push_back(a);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // posix_spawn: fork+exec without running anything in a forked copy of our threads.
+  int err = ::posix_spawn(&node.pid, options.node_program.c_str(), nullptr, nullptr, argv.data(),
+                          environ);
+  if (err != 0) {
+    return Status::io_error(fmt::format("cannot start the {} node '{}': {}", node.role,
+                                        options.node_program, std::strerror(err)));
+  }
+  const auto deadline = Clock::now() + kStartTimeout;
+  for (;;) {
+    auto channel = listener_->accept(kAcceptSlice);
+    if (channel.is_ok()) {
+      node.channel = std::move(channel).value();
+      break;
+    }
+    if (!channel.status().is_timed_out()) return channel.status();
+    int wstatus = 0;
+    if (::waitpid(node.pid, &wstatus, WNOHANG) == node.pid) {
+      node.pid = -1;
+      return Status::unavailable(
+          fmt::format("the {} node {} exited (status {}) before connecting; its stderr says why",
+                      node.role, node.index, wstatus));
+    }
+    if (Clock::now() > deadline) {
+      return Status::timed_out(
+          fmt::format("the {} node {} did not connect within {} s", node.role, node.index,
+                      std::chrono::duration_cast<std::chrono::seconds>(kStartTimeout).count()));
+    }
+  }
+  return send_json(*node.channel, setup.to_json(), config_.request_timeout);
+}
+
+Result<std::unique_ptr<LocalCluster>> LocalCluster::start(ClusterOptions options) {
+  std::unique_ptr<LocalCluster> c(new LocalCluster());
+  c->config_ = options.config;
+  EngineConfig& cfg = c->config_;
+  if (cfg.data_paths.empty()) {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base ? base : "/tmp") + "/dualpath_live.XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return Status::io_error(fmt::format("cannot make a temporary store directory {}: {}", pattern,
+                                          std::strerror(errno)));
+    }
+    c->temp_dir_ = pattern;
+    cfg.data_paths = {pattern};
+  }
+  DP_RETURN_IF_ERROR(cfg.validate());
+  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(cfg.model));
+
+  store::FileStoreOptions so;
+  so.data_paths = cfg.data_paths;
+  so.model = kv_fingerprint(cfg.model, cfg.weights_seed);
+  so.layout = store::BlockLayout{shape.layers, cfg.block_tokens, shape.bytes_per_token_per_layer};
+  DP_ASSIGN_OR_RETURN(c->store_, store::FileStore::open(so));
+
+  DP_ASSIGN_OR_RETURN(c->listener_, transport::OobListener::listen("127.0.0.1"));
+  c->nodes_.resize(1 + cfg.decode_nodes);
+  Json hellos = Json::array();
+  for (size_t i = 0; i < c->nodes_.size(); ++i) {
+    NodeProcess& node = c->nodes_[i];
+    NodeSetup setup;
+    setup.role = i == 0 ? NodeRole::kPrefill : NodeRole::kDecode;
+    setup.index = i == 0 ? 0 : static_cast<int>(i - 1);
+    node.role = std::string(role_name(setup.role));
+    node.index = setup.index;
+    setup.model = cfg.model;
+    setup.weights_seed = cfg.weights_seed;
+    setup.block_tokens = cfg.block_tokens;
+    setup.data_paths = cfg.data_paths;
+    // Processes sharing the data paths split the capacity (file_store.h).
+    setup.store_capacity_bytes = cfg.store_capacity_bytes / static_cast<int64_t>(c->nodes_.size());
+    setup.dram_buffer_bytes = i == 0 ? cfg.pe_dram_buffer_bytes : cfg.de_dram_buffer_bytes;
+    setup.hbm_bytes = cfg.hbm_bytes;
+    setup.pipeline_depth = cfg.pipeline_depth;
+    setup.timeout = cfg.request_timeout;
+    setup.transports = cfg.transport.context.transports;
+    setup.net_devices = cfg.transport.context.net_devices;
+    setup.snic_gbps = cfg.snic_gbps;
+    DP_RETURN_IF_ERROR(c->spawn(node, setup, options));
+    auto hello = receive_json(*node.channel, kStartTimeout);
+    if (!hello.is_ok())
+      return hello.status().with_context(fmt::format("{} node {}", node.role, node.index));
+    if (!hello->value("ok", false)) {
+      return Status(static_cast<StatusCode>(hello->value("code", 13)),
+                    fmt::format("{} node {}: {}", node.role, node.index,
+                                hello->value("error", std::string())));
+    }
+    hellos.push_back(*hello);
+  }
+  for (NodeProcess& node : c->nodes_) {
+    DP_RETURN_IF_ERROR(send_json(*node.channel, Json{{"peers", hellos}}, cfg.request_timeout));
+  }
+  for (NodeProcess& node : c->nodes_) {
+    auto reply = receive_json(*node.channel, cfg.request_timeout);
+    if (!reply.is_ok())
+      return reply.status().with_context(fmt::format("{} node {}", node.role, node.index));
+    if (!reply->value("ok", false)) {
+      return Status::unavailable(fmt::format("{} node {} cannot connect to its peers: {}",
+                                             node.role, node.index,
+                                             reply->value("error", std::string())));
+    }
+  }
+  return c;
+}
+
+LocalCluster::~LocalCluster() {
+  for (NodeProcess& node : nodes_) {
+    if (node.channel)
+      (void)send_json(*node.channel, Json{{"cmd", "quit"}}, std::chrono::seconds(1));
+  }
+  const auto deadline = Clock::now() + kQuitGrace;
+  for (NodeProcess& node : nodes_) {
+    if (node.pid <= 0) continue;
+    // Reap with a deadline; the nodes exit on "quit" or on the closed socket.
+    while (::waitpid(node.pid, nullptr, WNOHANG) != node.pid) {
+      if (Clock::now() > deadline) {
+        ::kill(node.pid, SIGKILL);
+        ::waitpid(node.pid, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  store_.reset();
+  if (!temp_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(temp_dir_, ec);
+  }
+}
+
+Result<int64_t> LocalCluster::read_queue_tokens(NodeProcess& node) {
+  DP_ASSIGN_OR_RETURN(Json reply,
+                      call(*node.channel, Json{{"cmd", "status"}}, config_.request_timeout));
+  return reply.value("read_queue_tokens", int64_t{0});
+}
+
+Result<TurnResult> LocalCluster::run_turn(const TurnRequest& request) {
+  const auto start = Clock::now();
+  if (request.de_index < 0 || request.de_index >= decode_nodes()) {
+    return Status::invalid_argument(fmt::format("decode node {} does not exist ({} running)",
+                                                request.de_index, decode_nodes()));
+  }
+  NodeProcess& pe = nodes_[0];
+  NodeProcess& de = nodes_[1 + request.de_index];
+  const auto n = static_cast<int64_t>(request.tokens.size());
+  const int64_t bt = config_.block_tokens;
+  TurnResult result;
+  result.prompt_tokens = n;
+
+  ReadPathKind path = ReadPathKind::kRecompute;
+  int64_t hit = 0;
+  if (request.path != PathChoice::kRecompute) {
+    hit = store_->longest_cached_prefix(request.tokens).hit_tokens(store_->layout());
+    hit = std::min(hit, ((n - 1) / bt) * bt);  // leave at least one new token
+    if (request.path == PathChoice::kPe) path = ReadPathKind::kPe;
+    if (request.path == PathChoice::kDe) path = ReadPathKind::kDe;
+    if (request.path == PathChoice::kAuto) {
+      DP_ASSIGN_OR_RETURN(int64_t pe_q, read_queue_tokens(pe));
+      DP_ASSIGN_OR_RETURN(int64_t de_q, read_queue_tokens(de));
+      path = sched::choose_read_path(pe_q, de_q) == sched::ReadPath::kPe ? ReadPathKind::kPe
+                                                                         : ReadPathKind::kDe;
+    }
+  }
+  result.hit_tokens = hit;
+  result.path = path;
+
+  const uint64_t id = next_request_id_++;
+  PrepareRequest prepare{id, request.tokens, hit, request.gen_tokens, path == ReadPathKind::kDe};
+  Json prep_msg = prepare.to_json();
+  prep_msg["cmd"] = "prepare";
+  DP_ASSIGN_OR_RETURN(Json prepared, call(*de.channel, prep_msg, config_.request_timeout));
+  result.bytes += HopBytes::from_json(prepared.value("bytes", Json::object()));
+
+  auto fail = [&](Status s) {
+    (void)call(*de.channel, Json{{"cmd", "release"}, {"request_id", id}}, config_.request_timeout);
+    return s.with_context(fmt::format("turn of request {} ({} path, decode node {})", id,
+                                      path_name(path), request.de_index));
+  };
+  PrefillRequest prefill{id,   request.tokens,   hit,
+                         path, request.de_index, prepared.value("dram_offset", uint64_t{0})};
+  Json pre_msg = prefill.to_json();
+  pre_msg["cmd"] = "prefill";
+  auto prefilled = call(*pe.channel, pre_msg, config_.request_timeout);
+  if (!prefilled.is_ok()) return fail(prefilled.status());
+  result.ttft_s = std::chrono::duration<double>(Clock::now() - start).count();
+  result.bytes += HopBytes::from_json(prefilled->value("bytes", Json::object()));
+  result.first_logits = (*prefilled)["logits"].get<std::vector<float>>();
+  result.layer_timeline = (*prefilled)["layer_timeline"];
+
+  auto decoded = call(*de.channel,
+                      Json{{"cmd", "decode"},
+                           {"request_id", id},
+                           {"first_token", prefilled->value("first_token", 0)}},
+                      config_.request_timeout);
+  if (!decoded.is_ok()) return fail(decoded.status());
+  result.bytes += HopBytes::from_json(decoded->value("bytes", Json::object()));
+  result.output_tokens = (*decoded)["output_tokens"].get<std::vector<int32_t>>();
+  result.tpot_s = decoded->value("tpot_s", 0.0);
+  return result;
+}
+
+}  // namespace dualpath::engine

@@ -1,0 +1,99 @@
+#pragma once
+// LocalCluster: the local driver. It starts one prefill node process and 1..n decode node
+// processes on this machine (posix_spawn of a node program, normally the dualpath binary itself
+// through /proc/self/exe with `node`), hands each its setup over a control socket, passes every
+// node the others' UCX addresses and region descriptors, and then runs turns:
+//
+//   hit tokens:  the longest cached prefix in the store (the driver opens the same data paths),
+//                at most the prompt less one token (prefill needs a new token for its logits);
+//   path:        pe, de, recompute, or auto = sched::choose_read_path on the PE node's and the
+//                DE node's read-queue gauges;
+//   DE prepare (buffer; on the DE path, the storage read), PE prefill (layerwise), DE decode.
+//
+// Failure: every control call has the config's request_timeout; a node that died closes its
+// socket, which is kUnavailable at once, and a UCX transfer to a dead process fails by its
+// deadline (docs/transport.md: shared memory cannot detect a dead peer sooner). A failed turn
+// releases its DE buffer and returns the error; nothing hangs.
+//
+// Threads: thread-compatible (one driver thread). Destruction asks every node to quit and reaps
+// it (SIGKILL after a deadline).
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/control_channel.h"
+#include "engine/engine_config.h"
+#include "engine/node_runtime.h"
+#include "engine/request_fields.h"
+#include "store/file_store.h"
+#include "transport/oob_channel.h"
+
+namespace dualpath::engine {
+
+struct ClusterOptions {
+  EngineConfig config;
+  std::string node_program = "/proc/self/exe";
+  // Arguments before the node's own (--role, --index, --driver-port): {"node"} for dualpath.
+  std::vector<std::string> node_args = {"node"};
+};
+
+enum class PathChoice { kPe, kDe, kAuto, kRecompute };
+Result<PathChoice> parse_path_choice(std::string_view name);
+
+struct TurnRequest {
+  std::vector<int32_t> tokens;  // the whole prompt
+  int64_t gen_tokens = 16;
+  PathChoice path = PathChoice::kAuto;
+  int de_index = 0;
+};
+
+struct TurnResult {
+  int64_t prompt_tokens = 0;
+  int64_t hit_tokens = 0;
+  ReadPathKind path = ReadPathKind::kRecompute;
+  std::vector<int32_t> output_tokens;
+  std::vector<float> first_logits;  // the prefill's logits (the first output token's)
+  HopBytes bytes;
+  double ttft_s = 0;
+  double tpot_s = 0;
+  Json layer_timeline;
+};
+
+class LocalCluster {
+ public:
+  static Result<std::unique_ptr<LocalCluster>> start(ClusterOptions options);
+  ~LocalCluster();
+  LocalCluster(const LocalCluster&) = delete;
+  LocalCluster& operator=(const LocalCluster&) = delete;
+
+  Result<TurnResult> run_turn(const TurnRequest& request);
+
+  int decode_nodes() const { return static_cast<int>(nodes_.size()) - 1; }
+  const std::string& model_name() const { return config_.model; }
+  pid_t decode_pid(int index) const { return nodes_.at(1 + index).pid; }
+  const std::vector<std::string>& data_paths() const { return config_.data_paths; }
+  const store::BlockLayout& layout() const { return store_->layout(); }
+
+ private:
+  struct NodeProcess {
+    std::string role;
+    int index = 0;
+    pid_t pid = -1;
+    std::unique_ptr<transport::OobChannel> channel;
+  };
+  LocalCluster() = default;
+  Status spawn(NodeProcess& node, const NodeSetup& setup, const ClusterOptions& options);
+  Result<int64_t> read_queue_tokens(NodeProcess& node);
+
+  EngineConfig config_;
+  std::string temp_dir_;  // made (and removed) when no data path was given
+  std::unique_ptr<transport::OobListener> listener_;
+  std::vector<NodeProcess> nodes_;  // [0]: the prefill node; then decode nodes by index
+  std::unique_ptr<store::FileStore> store_;
+  uint64_t next_request_id_ = 1;
+};
+
+}  // namespace dualpath::engine

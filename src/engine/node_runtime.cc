@@ -1,0 +1,154 @@
+#include "engine/node_runtime.h"
+
+#include <fmt/format.h>
+
+#include "compute/cpu_weights.h"
+#include "engine/engine_config.h"
+
+namespace dualpath::engine {
+
+std::string_view role_name(NodeRole role) {
+  return role == NodeRole::kPrefill ? "prefill" : "decode";
+}
+
+Result<NodeRole> parse_role(std::string_view name) {
+  if (name == "prefill") return NodeRole::kPrefill;
+  if (name == "decode") return NodeRole::kDecode;
+  return Status::invalid_argument(
+      fmt::format("--role '{}' is not a node role; use prefill or decode", name));
+}
+
+store::ModelFingerprint kv_fingerprint(const std::string& model, uint64_t weights_seed) {
+  return store::fingerprint_of(fmt::format("cpu/{}/weights-seed={}/fp32-kv", model, weights_seed));
+}
+
+Json NodeSetup::to_json() const {
+  return Json{
+      {"role", role_name(role)},
+      {"index", index},
+      {"model", model},
+      {"weights_seed", weights_seed},
+      {"block_tokens", block_tokens},
+      {"data_paths", data_paths},
+      {"store_capacity_bytes", store_capacity_bytes},
+      {"dram_buffer_bytes", dram_buffer_bytes},
+      {"hbm_bytes", hbm_bytes},
+      {"pipeline_depth", pipeline_depth},
+      {"timeout_ms", std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()},
+      {"transports", transports},
+      {"net_devices", net_devices},
+      {"snic_gbps", snic_gbps}};
+}
+
+Result<NodeSetup> NodeSetup::from_json(const Json& j) {
+  NodeSetup s;
+  DP_ASSIGN_OR_RETURN(s.role, parse_role(j.value("role", std::string())));
+  s.index = j.value("index", 0);
+  s.model = j.value("model", s.model);
+  s.weights_seed = j.value("weights_seed", s.weights_seed);
+  s.block_tokens = j.value("block_tokens", s.block_tokens);
+  s.data_paths = j.value("data_paths", std::vector<std::string>{});
+  s.store_capacity_bytes = j.value("store_capacity_bytes", int64_t{0});
+  s.dram_buffer_bytes = j.value("dram_buffer_bytes", uint64_t{0});
+  s.hbm_bytes = j.value("hbm_bytes", uint64_t{0});
+  s.pipeline_depth = j.value("pipeline_depth", 2);
+  s.timeout = std::chrono::milliseconds(j.value("timeout_ms", int64_t{30000}));
+  s.transports = j.value("transports", s.transports);
+  s.net_devices = j.value("net_devices", std::string());
+  s.snic_gbps = j.value("snic_gbps", 0.0);
+  return s;
+}
+
+Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup) {
+  std::unique_ptr<NodeRuntime> rt(new NodeRuntime(setup));
+  const std::string name = fmt::format("{}{}", role_name(setup.role), setup.index);
+  DP_ASSIGN_OR_RETURN(auto preset, compute::cpu_model_preset(setup.model));
+  DP_ASSIGN_OR_RETURN(auto weights, compute::random_weights(preset, setup.weights_seed));
+  rt->model_ = std::make_unique<compute::CpuModel>(std::move(weights));
+  rt->layout_ =
+      store::BlockLayout{preset.layers, setup.block_tokens, preset.kv_bytes_per_token_per_layer()};
+  DP_RETURN_IF_ERROR(rt->layout_.validate(), "node {}", name);
+
+  rt->nic_ = std::make_unique<store::StorageNic>(setup.snic_gbps, rt->clock_);
+  store::FileStoreOptions so;
+  so.data_paths = setup.data_paths;
+  so.model = kv_fingerprint(setup.model, setup.weights_seed);
+  so.layout = rt->layout_;
+  so.capacity_bytes = setup.store_capacity_bytes;
+  so.storage_nic = rt->nic_.get();
+  DP_ASSIGN_OR_RETURN(rt->store_, store::FileStore::open(so));
+
+  transport::ContextOptions co;
+  co.transports = setup.transports;
+  co.net_devices = setup.net_devices;
+  DP_ASSIGN_OR_RETURN(rt->context_, transport::Context::create(co));
+  transport::WorkerOptions wo;
+  wo.name = name;
+  wo.default_timeout = setup.timeout;
+  DP_ASSIGN_OR_RETURN(rt->worker_, transport::Worker::create(*rt->context_, wo));
+  const auto full_block = static_cast<uint64_t>(rt->layout_.full_block_bytes());
+  const char* dram_key =
+      setup.role == NodeRole::kPrefill ? "live.pe_dram_buffer_mb" : "live.de_dram_buffer_mb";
+  DP_ASSIGN_OR_RETURN(
+      rt->dram_,
+      SlotPool::create(*rt->worker_, setup.role == NodeRole::kPrefill ? "PE buffer" : "DE buffer",
+                       dram_key, setup.dram_buffer_bytes, full_block));
+  DP_ASSIGN_OR_RETURN(rt->hbm_,
+                      SlotPool::create(*rt->worker_, "HBM arena", "live.hbm_mb", setup.hbm_bytes,
+                                       static_cast<uint64_t>(rt->layout_.layer_block_bytes())));
+  DP_ASSIGN_OR_RETURN(rt->traffic_, transport::TrafficManager::create(*rt->worker_, {}));
+  DP_ASSIGN_OR_RETURN(rt->local_hbm_, rt->worker_->import_region(rt->traffic_->local_endpoint(),
+                                                                 rt->hbm_->region().descriptor()));
+  DP_ASSIGN_OR_RETURN(
+      rt->local_dram_,
+      rt->worker_->import_region(rt->traffic_->local_endpoint(), rt->dram_->region().descriptor()));
+  return rt;
+}
+
+NodeRuntime::~NodeRuntime() {
+  // Imported regions go before their endpoints (members below them are destroyed later).
+  for (auto& p : peers_) {
+    p->hbm.reset();
+    p->dram.reset();
+    p->endpoint.reset();
+  }
+  local_dram_.reset();
+  local_hbm_.reset();
+  traffic_.reset();
+}
+
+Json NodeRuntime::hello() const {
+  return Json{{"role", role_name(setup_.role)},
+              {"index", setup_.index},
+              {"address", to_hex(worker_->address())},
+              {"dram", to_hex(dram_->region().descriptor())},
+              {"hbm", to_hex(hbm_->region().descriptor())}};
+}
+
+Status NodeRuntime::connect_peers(const Json& peers) {
+  for (const Json& p : peers) {
+    DP_ASSIGN_OR_RETURN(NodeRole role, parse_role(p.value("role", std::string())));
+    if (role == setup_.role) continue;
+    auto peer = std::make_unique<PeerNode>();
+    peer->role = role;
+    peer->index = p.value("index", 0);
+    DP_ASSIGN_OR_RETURN(auto address, from_hex(p.value("address", std::string())));
+    DP_ASSIGN_OR_RETURN(auto dram, from_hex(p.value("dram", std::string())));
+    DP_ASSIGN_OR_RETURN(auto hbm, from_hex(p.value("hbm", std::string())));
+    DP_ASSIGN_OR_RETURN(peer->endpoint, worker_->connect(address));
+    DP_ASSIGN_OR_RETURN(peer->dram, worker_->import_region(*peer->endpoint, dram));
+    DP_ASSIGN_OR_RETURN(peer->hbm, worker_->import_region(*peer->endpoint, hbm));
+    peers_.push_back(std::move(peer));
+  }
+  return Status::ok();
+}
+
+Result<PeerNode*> NodeRuntime::peer(NodeRole role, int index) {
+  for (auto& p : peers_) {
+    if (p->role == role && p->index == index) return p.get();
+  }
+  return Status::not_found(fmt::format("no {} node {} is connected to {} node {}", role_name(role),
+                                       index, role_name(setup_.role), setup_.index));
+}
+
+}  // namespace dualpath::engine

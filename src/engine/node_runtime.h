@@ -1,0 +1,119 @@
+#pragma once
+// NodeRuntime: the parts one node process gives its engine (DESIGN.md `engine/`): the UCX context
+// and worker, the engine's traffic manager, the node's DRAM buffer pool (PE buffer or DE buffer,
+// in Full Block slots), the "HBM" arena (registered host memory: there is no GPU here; slots of
+// one Layer Block), the node's storage NIC (rate limiter, read-queue gauge) and block store, the
+// model, and the connections to the peer nodes of the other role.
+//
+// One engine per node process for now (g = 1). The peers' DRAM buffers and HBM arenas are
+// imported once at setup, so every data-path hop is a put into a region known in advance.
+//
+// Threads: created and connected by the node's control thread; afterwards every member is
+// thread-safe to use (the transport, pool and store objects are), and the peer table is
+// immutable. Destruction order is the reverse of the member order below: imported regions
+// before endpoints, the traffic manager before the worker, registered memory before the worker.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "compute/cpu_model.h"
+#include "engine/control_channel.h"
+#include "engine/slot_pool.h"
+#include "store/file_store.h"
+#include "transport/context.h"
+#include "transport/traffic_manager.h"
+#include "transport/worker.h"
+
+namespace dualpath::engine {
+
+enum class NodeRole { kPrefill, kDecode };
+std::string_view role_name(NodeRole role);
+Result<NodeRole> parse_role(std::string_view name);
+
+// What the driver tells a node at start (the "setup" message): the parts of EngineConfig a
+// node needs.
+struct NodeSetup {
+  NodeRole role = NodeRole::kPrefill;
+  int index = 0;
+  std::string model = "tiny";
+  uint64_t weights_seed = 1;
+  int64_t block_tokens = 64;
+  std::vector<std::string> data_paths;
+  int64_t store_capacity_bytes = 0;
+  uint64_t dram_buffer_bytes = 0;
+  uint64_t hbm_bytes = 0;
+  int pipeline_depth = 2;
+  Duration timeout = std::chrono::seconds(30);
+  std::string transports = "sm,self";
+  std::string net_devices;
+  double snic_gbps = 0;
+
+  Json to_json() const;
+  static Result<NodeSetup> from_json(const Json& j);
+};
+
+// The store's model fingerprint: the model and its weights, so KV of other weights never hits.
+store::ModelFingerprint kv_fingerprint(const std::string& model, uint64_t weights_seed);
+
+// A peer node of the other role: our endpoint to it and its regions, imported for that endpoint.
+struct PeerNode {
+  NodeRole role = NodeRole::kDecode;
+  int index = 0;
+  std::unique_ptr<transport::Endpoint> endpoint;
+  std::unique_ptr<transport::RemoteRegion> dram;  // its DRAM buffer pool
+  std::unique_ptr<transport::RemoteRegion> hbm;   // its HBM arena
+};
+
+class NodeRuntime {
+ public:
+  static Result<std::unique_ptr<NodeRuntime>> create(const NodeSetup& setup);
+  ~NodeRuntime();
+  NodeRuntime(const NodeRuntime&) = delete;
+  NodeRuntime& operator=(const NodeRuntime&) = delete;
+
+  // {"address", "dram", "hbm"}: hex blobs the driver hands to the peers.
+  Json hello() const;
+  // Connects to every node of the other role in `peers` (a list of hello()s with "role" and
+  // "index") and imports their regions.
+  Status connect_peers(const Json& peers);
+
+  const NodeSetup& setup() const { return setup_; }
+  const store::BlockLayout& layout() const { return layout_; }
+  transport::Worker& worker() { return *worker_; }
+  transport::TrafficManager& traffic() { return *traffic_; }
+  SlotPool& dram() { return *dram_; }
+  SlotPool& hbm() { return *hbm_; }
+  store::FileStore& store() { return *store_; }
+  store::StorageNic& storage_nic() { return *nic_; }
+  const compute::CpuModel& model() const { return *model_; }
+  // Our own HBM arena and DRAM pool as seen through the loopback endpoint: the targets of local
+  // host<->"HBM" copies.
+  const transport::RemoteRegion& local_hbm() const { return *local_hbm_; }
+  const transport::RemoteRegion& local_dram() const { return *local_dram_; }
+  // kNotFound naming the index when there is no such peer.
+  Result<PeerNode*> peer(NodeRole role, int index);
+
+ private:
+  explicit NodeRuntime(NodeSetup setup) : setup_(std::move(setup)) {}
+
+  NodeSetup setup_;
+  store::BlockLayout layout_;
+  SteadyClock clock_;
+  std::unique_ptr<compute::CpuModel> model_;
+  std::unique_ptr<store::StorageNic> nic_;
+  std::unique_ptr<store::FileStore> store_;
+  std::unique_ptr<transport::Context> context_;
+  std::unique_ptr<transport::Worker> worker_;
+  std::unique_ptr<SlotPool> dram_;
+  std::unique_ptr<SlotPool> hbm_;
+  std::unique_ptr<transport::TrafficManager> traffic_;
+  std::unique_ptr<transport::RemoteRegion> local_hbm_;
+  std::unique_ptr<transport::RemoteRegion> local_dram_;
+  std::vector<std::unique_ptr<PeerNode>> peers_;
+};
+
+}  // namespace dualpath::engine

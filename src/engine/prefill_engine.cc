@@ -1,0 +1,226 @@
+#include "engine/prefill_engine.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "engine/layer_messages.h"
+#include "engine/request_fields.h"
+
+namespace dualpath::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The slot bytes as the floats the model reads and writes. The arena is page-aligned UCX memory
+// and every offset is a whole number of KV rows (a multiple of 4 bytes), so the cast is aligned.
+std::span<float> as_floats(std::span<std::byte> bytes) {
+  return {reinterpret_cast<float*>(bytes.data()), bytes.size() / sizeof(float)};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PrefillEngine>> PrefillEngine::create(NodeRuntime& runtime) {
+  std::unique_ptr<PrefillEngine> e(new PrefillEngine(runtime));
+  PrefillEngine* self = e.get();
+  DP_RETURN_IF_ERROR(
+      runtime.worker().set_am_handler(kLayerPushedAm, [self](const transport::AmMessage& m) {
+        if (auto msg = parse_message<LayerPushedMsg>(m.header)) {
+          self->on_layer_pushed(msg->request_id, msg->layer, msg->code);
+        }
+      }));
+  return e;
+}
+
+void PrefillEngine::on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t code) {
+  {
+    std::lock_guard lock(mu_);
+    pushed_[{request_id, layer}] = code;
+  }
+  cv_.notify_all();
+}
+
+Status PrefillEngine::wait_layer_pushed(uint64_t request_id,
+                                        uint32_t layer,
+                                        Clock::time_point deadline) {
+  std::unique_lock lock(mu_);
+  const auto key = std::pair{request_id, layer};
+  if (!cv_.wait_until(lock, deadline, [&] { return pushed_.count(key) > 0; })) {
+    return Status::timed_out(
+        fmt::format("the decode node did not push layer {} of request {} in time (is it alive?)",
+                    layer, request_id));
+  }
+  const auto code = static_cast<StatusCode>(pushed_[key]);
+  pushed_.erase(key);
+  if (code != StatusCode::kOk) {
+    return Status(code, fmt::format("the decode node failed to push layer {} of request {}", layer,
+                                    request_id));
+  }
+  return Status::ok();
+}
+
+Result<Json> PrefillEngine::prefill(const Json& request) {
+  const auto start = Clock::now();
+  const auto deadline = start + rt_.setup().timeout;
+  auto remaining = [&] {
+    return std::max(Duration(std::chrono::milliseconds(1)),
+                    std::chrono::duration_cast<Duration>(deadline - Clock::now()));
+  };
+  DP_ASSIGN_OR_RETURN(PrefillRequest req, PrefillRequest::from_json(request));
+  const store::BlockLayout& layout = rt_.layout();
+  const auto n = static_cast<int64_t>(req.tokens.size());
+  const int64_t bt = layout.block_tokens;
+  const int64_t layers = layout.layers;
+  const auto row = static_cast<size_t>(layout.bytes_per_token_per_layer);
+  const auto lb = static_cast<size_t>(layout.layer_block_bytes());
+  const auto fb = static_cast<size_t>(layout.full_block_bytes());
+  if (n == 0 || req.hit_tokens < 0 || req.hit_tokens >= n || req.hit_tokens % bt != 0 ||
+      (req.path == ReadPathKind::kRecompute && req.hit_tokens != 0)) {
+    return Status::invalid_argument(fmt::format(
+        "request {}: hit_tokens {} must be whole blocks of {} below the prompt's {} tokens (0 "
+        "for recompute)",
+        req.request_id, req.hit_tokens, bt, n));
+  }
+  const int64_t hit_blocks = req.hit_tokens / bt;
+  const int64_t blocks = (n + bt - 1) / bt;
+  DP_ASSIGN_OR_RETURN(PeerNode * de, rt_.peer(NodeRole::kDecode, req.de_index));
+  transport::TrafficManager& tm = rt_.traffic();
+  HopBytes bytes;
+
+  // Storage -> PE buffer (PE read path): the hit Full Blocks, read once.
+  SlotLease pe_buffer;
+  if (req.path == ReadPathKind::kPe && hit_blocks > 0) {
+    DP_ASSIGN_OR_RETURN(pe_buffer, rt_.dram().allocate(hit_blocks * fb));
+    const auto keys =
+        store::block_key_chain(kv_fingerprint(rt_.setup().model, rt_.setup().weights_seed),
+                               std::span(req.tokens).first(req.hit_tokens), bt);
+    std::vector<store::ReadRequest> reads;
+    for (int64_t b = 0; b < hit_blocks; ++b) {
+      reads.push_back({keys[b], pe_buffer.bytes().subspan(b * fb, fb)});
+    }
+    DP_ASSIGN_OR_RETURN(store::IoBatch batch, rt_.store().read(reads));
+    DP_RETURN_IF_ERROR(batch.wait_for(remaining()), "request {}: storage read of {} blocks",
+                       req.request_id, hit_blocks);
+    for (int64_t b = 0; b < hit_blocks; ++b) {
+      DP_RETURN_IF_ERROR(batch.results()[b], "request {}: hit block {} of {}", req.request_id, b,
+                         hit_blocks);
+    }
+    bytes.storage_read = hit_blocks * static_cast<int64_t>(fb);
+  }
+
+  // HBM: pipeline_depth layer slots of `blocks` Layer Blocks each ([token][bytes] rows).
+  const int depth = rt_.setup().pipeline_depth;
+  const size_t slot_bytes = static_cast<size_t>(blocks) * lb;
+  DP_ASSIGN_OR_RETURN(SlotLease hbm, rt_.hbm().allocate(slot_bytes * depth));
+  auto slot_offset = [&](int64_t l) { return hbm.offset_bytes() + (l % depth) * slot_bytes; };
+  auto slot = [&](int64_t l) { return rt_.hbm().span().subspan(slot_offset(l), slot_bytes); };
+
+  DP_ASSIGN_OR_RETURN(
+      compute::CpuPass pass,
+      rt_.model().begin(std::span(req.tokens).subspan(req.hit_tokens), req.hit_tokens));
+  std::vector<transport::Operation> loads(layers);
+  std::vector<transport::Operation> sends(layers);
+  transport::OpOptions op_options;
+
+  auto issue_load = [&](int64_t l) -> Status {
+    if (hit_blocks == 0) return Status::ok();
+    op_options.timeout = remaining();
+    if (req.path == ReadPathKind::kPe) {
+      std::vector<transport::RmaRequest> puts;
+      for (int64_t b = 0; b < hit_blocks; ++b) {
+        puts.push_back({pe_buffer.bytes().subspan(b * fb + l * lb, lb), &rt_.local_hbm(),
+                        slot_offset(l) + b * lb});
+      }
+      DP_ASSIGN_OR_RETURN(
+          loads[l], tm.put(transport::TrafficClass::kKv, tm.local_endpoint(), puts, op_options));
+      bytes.pe_h2d += hit_blocks * static_cast<int64_t>(lb);
+    } else {
+      PushLayerMsg msg{req.request_id, slot_offset(l), static_cast<uint32_t>(l),
+                       static_cast<uint32_t>(rt_.setup().index)};
+      DP_ASSIGN_OR_RETURN(loads[l], tm.send_am(transport::TrafficClass::kModel, *de->endpoint,
+                                               kPushLayerAm, message_bytes(msg), {}, op_options));
+    }
+    return Status::ok();
+  };
+  auto wait_load = [&](int64_t l) -> Status {
+    if (hit_blocks == 0) return Status::ok();
+    DP_RETURN_IF_ERROR(loads[l].wait(), "request {}: load layer {}", req.request_id, l);
+    if (req.path == ReadPathKind::kDe) {
+      DP_RETURN_IF_ERROR(wait_layer_pushed(req.request_id, static_cast<uint32_t>(l), deadline));
+    }
+    return Status::ok();
+  };
+  auto issue_send = [&](int64_t l) -> Status {
+    // PE path: the layer's hit + miss KV; DE path: the miss KV only, next to the hit KV the DE
+    // buffer already holds.
+    const int64_t first_block = req.path == ReadPathKind::kDe ? hit_blocks : 0;
+    std::vector<transport::RmaRequest> puts;
+    for (int64_t b = first_block; b < blocks; ++b) {
+      const int64_t tokens = std::min(bt, n - b * bt);
+      puts.push_back({slot(l).subspan(b * lb, tokens * row), de->dram.get(),
+                      req.de_dram_offset + b * fb + l * lb});
+      bytes.pd_transfer += tokens * static_cast<int64_t>(row);
+    }
+    op_options.timeout = remaining();
+    DP_ASSIGN_OR_RETURN(sends[l],
+                        tm.put(transport::TrafficClass::kKv, *de->endpoint, puts, op_options));
+    return Status::ok();
+  };
+
+  Json timeline = Json::array();
+  auto run = [&]() -> Status {
+    for (int64_t l = 0; l < std::min<int64_t>(depth - 1, layers); ++l) {
+      DP_RETURN_IF_ERROR(issue_load(l));
+    }
+    for (int64_t l = 0; l < layers; ++l) {
+      const auto t0 = Clock::now();
+      DP_RETURN_IF_ERROR(wait_load(l));
+      // Keep the next layer's KV in flight while this one computes; its slot is free once the
+      // layer that used it last has reached the DE buffer.
+      const int64_t next = l + depth - 1;
+      if (next < layers) {
+        if (next - depth >= 0) {
+          DP_RETURN_IF_ERROR(sends[next - depth].wait(), "request {}: send layer {} to DE {}",
+                             req.request_id, next - depth, req.de_index);
+        }
+        DP_RETURN_IF_ERROR(issue_load(next));
+      }
+      const auto t1 = Clock::now();
+      std::span<float> rows = as_floats(slot(l));
+      const size_t row_floats = row / sizeof(float);
+      DP_RETURN_IF_ERROR(
+          pass.forward_layer(
+              static_cast<int>(l), std::span<const float>(rows.first(req.hit_tokens * row_floats)),
+              rows.subspan(req.hit_tokens * row_floats, (n - req.hit_tokens) * row_floats)),
+          "request {}: layer {}", req.request_id, l);
+      timeline.push_back({std::chrono::duration<double>(t1 - t0).count(), seconds_since(t1)});
+      DP_RETURN_IF_ERROR(issue_send(l));
+    }
+    for (int64_t l = 0; l < layers; ++l) {
+      DP_RETURN_IF_ERROR(sends[l].wait(), "request {}: send layer {} to DE {}", req.request_id, l,
+                         req.de_index);
+    }
+    return Status::ok();
+  };
+  Status status = run();
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(pushed_, [&](const auto& kv) { return kv.first.first == req.request_id; });
+  }
+  DP_RETURN_IF_ERROR(status);
+  DP_ASSIGN_OR_RETURN(std::vector<float> logits, pass.finish());
+  Json reply;
+  reply["first_token"] = compute::greedy_token(logits);
+  reply["logits"] = logits;
+  reply["bytes"] = bytes.to_json();
+  reply["prefill_s"] = seconds_since(start);
+  reply["layer_timeline"] = std::move(timeline);
+  return reply;
+}
+
+}  // namespace dualpath::engine

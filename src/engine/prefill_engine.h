@@ -1,0 +1,60 @@
+#pragma once
+// PrefillEngine: the layerwise prefill of one request at a time, by either read path
+// (PAPER.md §4, §5; DESIGN.md "Data paths"):
+//
+//   PE read path: storage -> PE buffer (Full Blocks), then per layer l
+//                 PE buffer -> PE HBM slot (traffic-manager put on the loopback endpoint),
+//                 compute layer l over hit + miss tokens,
+//                 PE HBM -> DE buffer (hit + miss KV of layer l, put over UCX).
+//   DE read path: the DE has read the hit blocks into its DE buffer; per layer l the PE asks it
+//                 (kPushLayerAm) to put layer l's hit Layer Blocks into a PE HBM slot, computes,
+//                 and puts only the miss tokens' KV into the DE buffer, next to the hit KV.
+//   recompute:    no reads; every prompt token is a miss.
+//
+// The HBM arena holds `pipeline_depth` layer slots of [token][bytes] rows: while layer l computes
+// in one slot, layer l+1's hit KV is already in flight to the next; a slot is reused only after
+// its previous layer's KV has reached the DE buffer. Since the PE HBM slot rows are token-major
+// and the DE buffer holds Full Blocks, block b of layer l is one contiguous put each way: Layer
+// Blocks are views, never converted.
+//
+// Threads: prefill() runs on the node's control thread, one request at a time; the
+// kLayerPushedAm handler runs on the worker's progress thread and only records arrivals.
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "engine/control_channel.h"
+#include "engine/node_runtime.h"
+
+namespace dualpath::engine {
+
+class PrefillEngine {
+ public:
+  // Installs the kLayerPushedAm handler on the runtime's worker.
+  static Result<std::unique_ptr<PrefillEngine>> create(NodeRuntime& runtime);
+  PrefillEngine(const PrefillEngine&) = delete;
+  PrefillEngine& operator=(const PrefillEngine&) = delete;
+
+  // Request: {request_id, tokens, hit_tokens, path: "pe"|"de"|"recompute", de_index,
+  // de_dram_offset}. Reply fields: first_token, logits, bytes {storage_read, pe_h2d,
+  // pd_transfer}, prefill_s, layer_timeline [[load_wait_s, compute_s], ...].
+  Result<Json> prefill(const Json& request);
+
+ private:
+  explicit PrefillEngine(NodeRuntime& runtime) : rt_(runtime) {}
+  void on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t code);
+  // Waits for the DE's "layer pushed" of (request, layer) until `deadline`.
+  Status wait_layer_pushed(uint64_t request_id,
+                           uint32_t layer,
+                           std::chrono::steady_clock::time_point deadline);
+
+  NodeRuntime& rt_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<uint64_t, uint32_t>, int32_t> pushed_;  // guarded by mu_: -> StatusCode
+};
+
+}  // namespace dualpath::engine
