@@ -8,47 +8,90 @@
 namespace dualpath::compute::kernels {
 namespace {
 
+// The hot loops are compiled twice, for x86-64-v3 (AVX2) and the baseline, and picked at load
+// time. -ffp-contract=off (CMakeLists.txt) keeps the two bit-identical: no fused multiply-adds,
+// and no loop here reassociates a sum, so the vector width never changes a result.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DP_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define DP_KERNEL
+#endif
+
 constexpr int64_t kRowTile = 4;
 constexpr int64_t kColTile = 16;
 // Rows of x per outer block: 64 rows of a d=1024 model are 256 KiB, which stays in L2 while every
 // column strip of w passes over it.
 constexpr int64_t kRowBlock = 64;
+// Query tokens per attention block: with 4 query heads per KV head, 64 score rows of up to a few
+// thousand keys stay in L2 between the QK and PV products.
+constexpr int64_t kQueryBlock = 16;
 
-// The 4 x 16 register tile: acc[r][c] += x[r][i] * w[i][c] over the whole `in` range.
-inline void tile_4x16(const float* x, int64_t in, const float* w, int64_t out, float* y) {
-  float acc[kRowTile][kColTile] = {};
+// Eight floats as one value, through the GCC/Clang vector extension (lowered to two SSE registers
+// in the baseline clone, one AVX register in the x86-64-v3 clone); aligned(4): loads from any
+// float address.
+using Vec8 = float __attribute__((vector_size(32), aligned(4)));
+
+// The 4 x 16 register tile: acc[r][c] += x[r][i] * w[i][c] over the whole `in` range, eight
+// accumulators that stay in registers. Element for element the same operations, in the same
+// order, as tile_edge.
+[[gnu::always_inline]] inline void tile_4x16(
+    const float* x, int64_t ldx, int64_t in, const float* w, int64_t ldw, float* y, int64_t ldy) {
+  Vec8 a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
   for (int64_t i = 0; i < in; ++i) {
-    const float* wr = w + i * out;
-    const float a0 = x[i], a1 = x[in + i], a2 = x[2 * in + i], a3 = x[3 * in + i];
-    for (int64_t c = 0; c < kColTile; ++c) {
-      const float wv = wr[c];
-      acc[0][c] += a0 * wv;
-      acc[1][c] += a1 * wv;
-      acc[2][c] += a2 * wv;
-      acc[3][c] += a3 * wv;
-    }
+    const Vec8 w0 = *reinterpret_cast<const Vec8*>(w + i * ldw);
+    const Vec8 w1 = *reinterpret_cast<const Vec8*>(w + i * ldw + 8);
+    const float x0 = x[i], x1 = x[ldx + i], x2 = x[2 * ldx + i], x3 = x[3 * ldx + i];
+    a00 += x0 * w0;
+    a01 += x0 * w1;
+    a10 += x1 * w0;
+    a11 += x1 * w1;
+    a20 += x2 * w0;
+    a21 += x2 * w1;
+    a30 += x3 * w0;
+    a31 += x3 * w1;
   }
-  for (int64_t r = 0; r < kRowTile; ++r) std::memcpy(y + r * out, acc[r], sizeof(acc[r]));
+  *reinterpret_cast<Vec8*>(y) = a00;
+  *reinterpret_cast<Vec8*>(y + 8) = a01;
+  *reinterpret_cast<Vec8*>(y + ldy) = a10;
+  *reinterpret_cast<Vec8*>(y + ldy + 8) = a11;
+  *reinterpret_cast<Vec8*>(y + 2 * ldy) = a20;
+  *reinterpret_cast<Vec8*>(y + 2 * ldy + 8) = a21;
+  *reinterpret_cast<Vec8*>(y + 3 * ldy) = a30;
+  *reinterpret_cast<Vec8*>(y + 3 * ldy + 8) = a31;
 }
 
 // Any rows x cols tile at the edges; the same summation order (i ascending) as the full tile, so
 // a token's result does not depend on which tile it fell into.
-inline void tile_edge(
-    const float* x, int64_t rows, int64_t in, const float* w, int64_t out, int64_t cols, float* y) {
+[[gnu::always_inline]] inline void tile_edge(const float* x,
+                                             int64_t ldx,
+                                             int64_t rows,
+                                             int64_t in,
+                                             const float* w,
+                                             int64_t ldw,
+                                             int64_t cols,
+                                             float* y,
+                                             int64_t ldy) {
   for (int64_t r = 0; r < rows; ++r) {
     float acc[kColTile] = {};
     for (int64_t i = 0; i < in; ++i) {
-      const float a = x[r * in + i];
-      const float* wr = w + i * out;
+      const float a = x[r * ldx + i];
+      const float* wr = w + i * ldw;
       for (int64_t c = 0; c < cols; ++c) acc[c] += a * wr[c];
     }
-    std::memcpy(y + r * out, acc, static_cast<size_t>(cols) * sizeof(float));
+    std::memcpy(y + r * ldy, acc, static_cast<size_t>(cols) * sizeof(float));
   }
 }
 
-}  // namespace
-
-void matmul(const float* x, int64_t n, int64_t in, const float* w, int64_t out, float* y) {
+// y[n][out] = x[n][in] * w[in][out] with row strides ldx, ldw, ldy.
+DP_KERNEL void matmul_strided(const float* x,
+                              int64_t ldx,
+                              int64_t n,
+                              int64_t in,
+                              const float* w,
+                              int64_t ldw,
+                              int64_t out,
+                              float* y,
+                              int64_t ldy) {
   for (int64_t b0 = 0; b0 < n; b0 += kRowBlock) {
     const int64_t b1 = std::min(n, b0 + kRowBlock);
     for (int64_t c0 = 0; c0 < out; c0 += kColTile) {
@@ -56,12 +99,47 @@ void matmul(const float* x, int64_t n, int64_t in, const float* w, int64_t out, 
       int64_t r0 = b0;
       if (cols == kColTile) {
         for (; r0 + kRowTile <= b1; r0 += kRowTile) {
-          tile_4x16(x + r0 * in, in, w + c0, out, y + r0 * out + c0);
+          tile_4x16(x + r0 * ldx, ldx, in, w + c0, ldw, y + r0 * ldy + c0, ldy);
         }
       }
-      if (r0 < b1) tile_edge(x + r0 * in, b1 - r0, in, w + c0, out, cols, y + r0 * out + c0);
+      if (r0 < b1) {
+        tile_edge(x + r0 * ldx, ldx, b1 - r0, in, w + c0, ldw, cols, y + r0 * ldy + c0, ldy);
+      }
     }
   }
+}
+
+// Softmax numerators of one score row in place: e^(s - max) over [0, valid), zeros over
+// [valid, width) (masked keys); returns the sum. Eight partial sums in a fixed order, so the loop
+// vectorises and the result is the same at any vector width.
+DP_KERNEL float softmax_row(float* s, int64_t valid, int64_t width) {
+  constexpr int kLanes = 8;
+  float m[kLanes];
+  for (int k = 0; k < kLanes; ++k) m[k] = s[0];
+  int64_t j = 0;
+  for (; j + kLanes <= valid; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) m[k] = std::max(m[k], s[j + k]);
+  }
+  float mx = m[0];
+  for (int k = 1; k < kLanes; ++k) mx = std::max(mx, m[k]);
+  for (; j < valid; ++j) mx = std::max(mx, s[j]);
+  for (j = 0; j < valid; ++j) s[j] -= mx;
+  exp_nonpositive(s, valid);
+  for (j = valid; j < width; ++j) s[j] = 0.0f;
+  float acc[kLanes] = {};
+  for (j = 0; j + kLanes <= valid; j += kLanes) {
+    for (int k = 0; k < kLanes; ++k) acc[k] += s[j + k];
+  }
+  float sum = 0.0f;
+  for (int k = 0; k < kLanes; ++k) sum += acc[k];
+  for (; j < valid; ++j) sum += s[j];
+  return sum;
+}
+
+}  // namespace
+
+void matmul(const float* x, int64_t n, int64_t in, const float* w, int64_t out, float* y) {
+  matmul_strided(x, in, n, in, w, out, out, y, out);
 }
 
 void rms_norm(const float* x, int64_t n, int64_t d, const float* gain, float eps, float* y) {
@@ -98,24 +176,49 @@ void rope(float* v,
   }
 }
 
-void exp_nonpositive(float* x, int64_t count) {
-  // Cephes expf: e^x = 2^k * e^r with k = round(x / ln 2) and |r| <= ln2 / 2, e^r by a degree-6
-  // polynomial. Rounding uses the 1.5 * 2^23 trick so the loop has no calls and vectorises.
+namespace {
+
+// e^x = 2^k * e^r (Cephes expf): k = round(x / ln 2) by the 1.5 * 2^23 trick, |r| <= ln2 / 2,
+// e^r by a degree-6 polynomial. Sets e^r and k (as a float); by pointer, as a Vec8 return value
+// would change the baseline clone's ABI. T is float or Vec8: the same
+// operations in the same order, so the vector body and the scalar tail agree bit for bit.
+template <typename T>
+[[gnu::always_inline]] inline void exp_reduced(const T& xv, T* er_out, T* kf_out) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;
   constexpr float kLn2Lo = -2.12194440e-4f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
-  for (int64_t i = 0; i < count; ++i) {
-    const float xv = std::max(x[i], -87.0f);
-    const float kf = (xv * kLog2e + kRound) - kRound;
-    const float r = (xv - kf * kLn2Hi) - kf * kLn2Lo;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
+  const T kf = (xv * kLog2e + kRound) - kRound;
+  const T r = (xv - kf * kLn2Hi) - kf * kLn2Lo;
+  T p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  *kf_out = kf;
+  *er_out = p * r * r + r + 1.0f;
+}
+
+}  // namespace
+
+DP_KERNEL void exp_nonpositive(float* x, int64_t count) {
+  using Int8 = int32_t __attribute__((vector_size(32), aligned(4)));
+  constexpr float kMin = -87.0f;  // e^-87 is still a normal float, so 2^k needs no special case
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    Vec8 xv = *reinterpret_cast<const Vec8*>(x + i);
+    xv = xv > kMin ? xv : Vec8{} + kMin;
+    Vec8 p, kf;
+    exp_reduced(xv, &p, &kf);
+    const Int8 bits = (__builtin_convertvector(kf, Int8) + 127) << 23;
+    Vec8 two_k;  // memcpy, not bit_cast: a Vec8 return value would change the baseline ABI
+    std::memcpy(&two_k, &bits, sizeof(two_k));
+    *reinterpret_cast<Vec8*>(x + i) = p * two_k;
+  }
+  for (; i < count; ++i) {
+    const float xv = x[i] > kMin ? x[i] : kMin;
+    float p, kf;
+    exp_reduced(xv, &p, &kf);
     const int32_t bits = (static_cast<int32_t>(kf) + 127) << 23;
     x[i] = p * std::bit_cast<float>(bits);
   }
@@ -129,44 +232,47 @@ void swiglu(float* gate, const float* up, int64_t count) {
 }
 
 void attention(const AttentionArgs& a) {
+  // Per KV head and block of query tokens, attention is two matrix products through the matmul
+  // tile: S = Q K^T over the block's rows (token, head of the group) and O = P V. Keys past a
+  // row's causal limit get probability 0, so every row runs over the block's widest context and
+  // a query's result does not depend on how the prompt was chunked (x + 0 * v == x).
   const int group = a.q_heads / a.kv_heads;
-  const int64_t q_stride = static_cast<int64_t>(a.q_heads) * a.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(a.head_dim));
-  float* s = a.scores;
-  for (int64_t t = 0; t < a.n; ++t) {
-    const int64_t ctx = a.cached + t + 1;  // causal: the query sees itself and everything before
-    for (int h = 0; h < a.q_heads; ++h) {
-      const int g = h / group;
-      const float* q = a.q + t * q_stride + static_cast<int64_t>(h) * a.head_dim;
-      const float* kt = a.kt + static_cast<int64_t>(g) * a.head_dim * a.ctx_stride;
-      // scores[j] = q . k_j, dimension-major so the inner loop runs over contiguous keys.
-      {
-        const float qd = q[0] * scale;
-        for (int64_t j = 0; j < ctx; ++j) s[j] = qd * kt[j];
+  const int64_t hd = a.head_dim;
+  const int64_t q_stride = static_cast<int64_t>(a.q_heads) * hd;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int g = 0; g < a.kv_heads; ++g) {
+    const float* kt = a.kt + g * hd * a.ctx_stride;
+    const float* v = a.v + g * a.ctx_stride * hd;
+    for (int64_t t0 = 0; t0 < a.n; t0 += kQueryBlock) {
+      const int64_t tokens = std::min(kQueryBlock, a.n - t0);
+      const int64_t rows = tokens * group;
+      const int64_t width = a.cached + t0 + tokens;
+      float* qa = a.q_block;
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int gi = 0; gi < group; ++gi) {
+          const float* q = a.q + (t0 + t) * q_stride + (static_cast<int64_t>(g) * group + gi) * hd;
+          float* dst = qa + (t * group + gi) * hd;
+          for (int64_t d = 0; d < hd; ++d) dst[d] = q[d] * scale;
+        }
       }
-      for (int d = 1; d < a.head_dim; ++d) {
-        const float qd = q[d] * scale;
-        const float* kd = kt + d * a.ctx_stride;
-        for (int64_t j = 0; j < ctx; ++j) s[j] += qd * kd[j];
+      matmul_strided(qa, hd, rows, hd, kt, a.ctx_stride, width, a.scores, width);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t valid = a.cached + t0 + r / group + 1;
+        a.row_sum[r] = softmax_row(a.scores + r * width, valid, width);
       }
-      float m = s[0];
-      for (int64_t j = 1; j < ctx; ++j) m = std::max(m, s[j]);
-      for (int64_t j = 0; j < ctx; ++j) s[j] -= m;
-      exp_nonpositive(s, ctx);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < ctx; ++j) sum += s[j];
-      const float* v = a.v + static_cast<int64_t>(g) * a.ctx_stride * a.head_dim;
-      float* o = a.out + t * q_stride + static_cast<int64_t>(h) * a.head_dim;
-      std::fill(o, o + a.head_dim, 0.0f);
-      for (int64_t j = 0; j < ctx; ++j) {
-        const float p = s[j];
-        const float* vj = v + j * a.head_dim;
-        for (int d = 0; d < a.head_dim; ++d) o[d] += p * vj[d];
+      matmul_strided(a.scores, width, rows, width, v, hd, hd, a.o_block, hd);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t t = t0 + r / group;
+        const int64_t h = static_cast<int64_t>(g) * group + r % group;
+        const float inv = 1.0f / a.row_sum[r];
+        float* o = a.out + t * q_stride + h * hd;
+        const float* src = a.o_block + r * hd;
+        for (int64_t d = 0; d < hd; ++d) o[d] = src[d] * inv;
       }
-      const float inv = 1.0f / sum;
-      for (int d = 0; d < a.head_dim; ++d) o[d] *= inv;
     }
   }
 }
+
+int64_t attention_block_tokens() { return kQueryBlock; }
 
 }  // namespace dualpath::compute::kernels

@@ -36,13 +36,18 @@ void exp_nonpositive(float* x, int64_t count);
 //   kt  [kv_heads][head_dim][ctx_stride]  keys, transposed so a query's scores vectorise
 //   v   [kv_heads][ctx_stride][head_dim]
 //   out [n][q_heads * head_dim]
-// Query t sees context tokens [0, cached + t]. `scores` is scratch of cached + n floats.
+// Query t sees context tokens [0, cached + t]. Scratch, for B = attention_block_tokens() and
+// G = q_heads / kv_heads: scores B*G*(cached + n) floats, q_block and o_block B*G*head_dim,
+// row_sum B*G.
 struct AttentionArgs {
   const float* q;
   const float* kt;
   const float* v;
   float* out;
   float* scores;
+  float* q_block;
+  float* o_block;
+  float* row_sum;
   int64_t n;
   int64_t cached;
   int64_t ctx_stride;
@@ -51,5 +56,6 @@ struct AttentionArgs {
   int head_dim;
 };
 void attention(const AttentionArgs& a);
+int64_t attention_block_tokens();
 
 }  // namespace dualpath::compute::kernels

@@ -30,7 +30,10 @@ struct CpuPass::Scratch {
   std::vector<float> sin;     // [n][head_dim / 2]
   std::vector<float> kt;      // [kv_heads][head_dim][ctx]
   std::vector<float> vc;      // [kv_heads][ctx][head_dim]
-  std::vector<float> scores;  // [ctx]
+  std::vector<float> scores;  // attention scratch, sized by kernels::AttentionArgs
+  std::vector<float> q_block;
+  std::vector<float> o_block;
+  std::vector<float> row_sum;
 };
 
 CpuPass::CpuPass(std::shared_ptr<const CpuWeights> weights, int64_t n, int64_t cached)
@@ -95,7 +98,11 @@ Status CpuPass::forward_layer(int layer, KvFloatSegments cached_kv, std::span<fl
   const int64_t ctx = cached_ + n_;
   s.kt.resize(static_cast<size_t>(kv_dim * ctx));
   s.vc.resize(static_cast<size_t>(kv_dim * ctx));
-  s.scores.resize(static_cast<size_t>(ctx));
+  const int64_t block_rows = kernels::attention_block_tokens() * (c.q_heads / c.kv_heads);
+  s.scores.resize(static_cast<size_t>(block_rows * ctx));
+  s.q_block.resize(static_cast<size_t>(block_rows * hd));
+  s.o_block.resize(s.q_block.size());
+  s.row_sum.resize(static_cast<size_t>(block_rows));
   auto put = [&](int64_t j, const float* kr, const float* vr) {
     for (int g = 0; g < c.kv_heads; ++g) {
       float* ktg = s.kt.data() + g * hd * ctx + j;
@@ -117,6 +124,9 @@ Status CpuPass::forward_layer(int layer, KvFloatSegments cached_kv, std::span<fl
                       .v = s.vc.data(),
                       .out = s.attn.data(),
                       .scores = s.scores.data(),
+                      .q_block = s.q_block.data(),
+                      .o_block = s.o_block.data(),
+                      .row_sum = s.row_sum.data(),
                       .n = n_,
                       .cached = cached_,
                       .ctx_stride = ctx,
