@@ -55,6 +55,11 @@ struct IsolationResult {
   double idle_p99_us = 0;
   double loaded_p50_us = 0;
   double loaded_p99_us = 0;
+  // The same probes sent in the KV class instead, behind the stream in the same queue: what a
+  // model message would see without the class separation (the manager's effect).
+  int fifo_probes = 0;
+  double loaded_as_kv_p50_us = 0;
+  double loaded_as_kv_p99_us = 0;
   double kv_gbps_during_load = 0;  // the KV stream's rate while the probes ran
   double kv_gbps_alone = 0;        // the same stream without probes
 };
