@@ -76,7 +76,18 @@ struct WorkerCore::Pending {
   EndpointState* ep = nullptr;  // null once the endpoint is closed
   SteadyTime deadline;
   DoneFn done;
-  std::string what;
+  // What the operation is, for messages; rendered by what() only when one is needed (the hot
+  // path posts thousands of batches per second).
+  const char* verb = "";
+  uint64_t bytes = 0;
+  size_t pieces = 0;
+  int am_id = -1;
+  std::string peer;  // copied: the endpoint may be gone when a message is needed
+  std::string what() const {
+    if (am_id >= 0)
+      return fmt::format("active message {} of {} bytes to peer '{}'", am_id, bytes, peer);
+    return fmt::format("{} of {} bytes in {} pieces to peer '{}'", verb, bytes, pieces, peer);
+  }
   std::vector<std::byte> header;  // an AM header must live until the send completes
   Status first_error;             // from posting: reported even if the flush succeeds
   Status closed_reason;           // why the endpoint closed under it, for UCX's cancel status
@@ -185,14 +196,21 @@ SteadyTime WorkerCore::next_wakeup() const {
 WorkerCore::Pending& WorkerCore::add_pending(EndpointState& ep,
                                              SteadyTime deadline,
                                              DoneFn done,
-                                             std::string what) {
+                                             const char* verb,
+                                             uint64_t bytes,
+                                             size_t pieces,
+                                             int am_id) {
   auto p = std::make_unique<Pending>();
   p->core = this;
   p->id = next_pending_id_++;
   p->ep = &ep;
   p->deadline = deadline;
   p->done = std::move(done);
-  p->what = std::move(what);
+  p->peer = ep.peer_name;
+  p->verb = verb;
+  p->bytes = bytes;
+  p->pieces = pieces;
+  p->am_id = am_id;
   Pending& ref = *p;
   deadlines_.emplace(deadline, ref.id);
   pending_.emplace(ref.id, std::move(p));
@@ -214,12 +232,12 @@ void WorkerCore::finish(Pending& p, ucs_status_t status) {
   if (p.timed_out) {
     result = Status::timed_out(fmt::format(
         "{} did not complete by its deadline; the endpoint was closed (the peer is presumed lost)",
-        p.what));
+        p.what()));
   } else if (!p.first_error.is_ok()) {
     result = p.first_error;
   } else if (status != UCS_OK) {
     Status ep_failure = p.ep ? p.ep->health() : p.closed_reason;
-    result = ep_failure.is_ok() ? ucx_status(status, p.what) : ep_failure.with_context(p.what);
+    result = ep_failure.is_ok() ? ucx_status(status, p.what()) : ep_failure.with_context(p.what());
   }
   deadlines_.erase({p.deadline, p.id});
   auto node = pending_.extract(p.id);
@@ -241,7 +259,7 @@ void WorkerCore::expire(SteadyTime now) {
     Pending& p = *pending_.at(id);
     if (p.timed_out || p.ep == nullptr) {
       // Past the grace, or its endpoint is closed: UCX did not release it. Complete it ourselves.
-      abandon(id, Status::timed_out(p.what + " did not complete by its deadline"));
+      abandon(id, Status::timed_out(p.what() + " did not complete by its deadline"));
       continue;
     }
     p.timed_out = true;
@@ -249,7 +267,7 @@ void WorkerCore::expire(SteadyTime now) {
     deadlines_.emplace(p.deadline, id);
     // In peer mode the forced close makes UCX complete every request on the endpoint, this one
     // included; otherwise fail_endpoint abandons them.
-    fail_endpoint(*p.ep, Status::timed_out(fmt::format("{} passed its deadline", p.what)));
+    fail_endpoint(*p.ep, Status::timed_out(fmt::format("{} passed its deadline", p.what())));
     // `p` may be gone now.
   }
 }
@@ -264,8 +282,8 @@ void WorkerCore::abandon(uint64_t id, const Status& status) {
   DoneFn done = std::move(p.done);
   Status result =
       p.timed_out ? Status::timed_out(fmt::format(
-                        "{} did not complete by its deadline; the peer is presumed lost", p.what))
-                  : status.with_context(p.what);
+                        "{} did not complete by its deadline; the peer is presumed lost", p.what()))
+                  : status.with_context(p.what());
   abandoned_.push_back(std::move(node.mapped()));
   done(result);
 }
@@ -286,9 +304,7 @@ void WorkerCore::start_rma(
   }
   uint64_t total_bytes = 0;
   for (const auto& op : ops) total_bytes += op.length_bytes;
-  Pending& p = add_pending(ep, deadline, std::move(done),
-                           fmt::format("{} of {} bytes in {} pieces to peer '{}'", verb,
-                                       total_bytes, ops.size(), ep.peer_name));
+  Pending& p = add_pending(ep, deadline, std::move(done), verb, total_bytes, ops.size(), -1);
   for (const auto& op : ops) {
     ucp_request_param_t param{};
     if (op.local_memh) {
@@ -301,7 +317,7 @@ void WorkerCore::start_rma(
             ? ucp_put_nbx(ep.ep, op.local, op.length_bytes, op.remote_address, op.rkey, &param)
             : ucp_get_nbx(ep.ep, op.local, op.length_bytes, op.remote_address, op.rkey, &param);
     if (UCS_PTR_IS_ERR(req)) {
-      p.first_error = ucx_status(UCS_PTR_STATUS(req), p.what);
+      p.first_error = ucx_status(UCS_PTR_STATUS(req), p.what());
       break;
     }
     // Completion is tracked by the flush below; a released request is freed by UCX when done.
@@ -335,9 +351,8 @@ void WorkerCore::start_am(EndpointState& ep,
     done(health.is_ok() ? Status::failed_precondition("endpoint is closed") : health);
     return;
   }
-  Pending& p = add_pending(ep, deadline, std::move(done),
-                           fmt::format("active message {} of {} bytes to peer '{}'", am_id,
-                                       header.size() + data.size(), ep.peer_name));
+  Pending& p =
+      add_pending(ep, deadline, std::move(done), "am", header.size() + data.size(), 1, am_id);
   p.header = std::move(header);
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;

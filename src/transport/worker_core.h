@@ -113,7 +113,13 @@ class WorkerCore {
   struct AmSlot;
   struct AmRecv;
 
-  Pending& add_pending(EndpointState& ep, SteadyTime deadline, DoneFn done, std::string what);
+  Pending& add_pending(EndpointState& ep,
+                       SteadyTime deadline,
+                       DoneFn done,
+                       const char* verb,
+                       uint64_t bytes,
+                       size_t pieces,
+                       int am_id);
   void finish(Pending& p, ucs_status_t status);
   void expire(SteadyTime now);
   // Closes the endpoints fail_endpoint scheduled (main loop only, outside UCX callbacks).
