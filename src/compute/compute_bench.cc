@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 
 #include "common/percentiles.h"
 #include "compute/cpu_model.h"
@@ -19,15 +20,28 @@ std::vector<int32_t> bench_tokens(int64_t n, int32_t vocab, uint64_t seed) {
   return t;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+// Wall and thread-CPU seconds, read together.
+struct Stopwatch {
+  std::chrono::steady_clock::time_point wall0 = std::chrono::steady_clock::now();
+  double cpu0 = thread_cpu_s();
+
+  static double thread_cpu_s() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  }
+  double wall_s() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  }
+  double cpu_s() const { return thread_cpu_s() - cpu0; }
+};
 
 ComputeBenchRow summarise(std::string model,
                           std::string phase,
                           int64_t tokens,
                           int64_t cached,
-                          const std::vector<double>& rates) {
+                          const std::vector<double>& rates,
+                          const std::vector<double>& cpu_rates) {
   ComputeBenchRow r;
   r.model = std::move(model);
   r.phase = std::move(phase);
@@ -36,6 +50,7 @@ ComputeBenchRow summarise(std::string model,
   r.repeats = static_cast<int>(rates.size());
   r.median_tokens_per_s = median(rates);
   r.min_tokens_per_s = *std::min_element(rates.begin(), rates.end());
+  r.median_tokens_per_cpu_s = median(cpu_rates);
   return r;
 }
 
@@ -44,8 +59,9 @@ ComputeBenchRow summarise(std::string model,
 std::string ComputeBenchRow::to_line() const {
   return fmt::format(
       "compute_bench  backend=cpu  model={}  phase={}  tokens={}  cached={}  threads=1  "
-      "repeats={}  median={:.0f} tok/s  min={:.0f} tok/s",
-      model, phase, tokens, cached_tokens, repeats, median_tokens_per_s, min_tokens_per_s);
+      "repeats={}  median={:.0f} tok/s  min={:.0f} tok/s  per_cpu_s={:.0f} tok/s",
+      model, phase, tokens, cached_tokens, repeats, median_tokens_per_s, min_tokens_per_s,
+      median_tokens_per_cpu_s);
 }
 
 Result<std::vector<ComputeBenchRow>> run_compute_bench(const ComputeBenchOptions& o) {
@@ -73,27 +89,30 @@ Result<std::vector<ComputeBenchRow>> run_compute_bench(const ComputeBenchOptions
     std::vector<std::span<const float>> cached(
         config.layers,
         std::span<const float>(kv).first(static_cast<size_t>(o.cached_tokens * row)));
-    std::vector<double> rates;
+    std::vector<double> rates, cpu_rates;
     for (int r = 0; r < o.repeats; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
+      const Stopwatch watch;
       DP_ASSIGN_OR_RETURN(auto out, model.prefill(cached, prompt, o.cached_tokens));
-      rates.push_back(static_cast<double>(o.prompt_tokens) / seconds_since(t0));
+      rates.push_back(static_cast<double>(o.prompt_tokens) / watch.wall_s());
+      cpu_rates.push_back(static_cast<double>(o.prompt_tokens) / watch.cpu_s());
     }
-    rows.push_back(summarise(name, "prefill", o.prompt_tokens, o.cached_tokens, rates));
+    rows.push_back(summarise(name, "prefill", o.prompt_tokens, o.cached_tokens, rates, cpu_rates));
 
     if (o.decode_steps > 0) {
       std::vector<std::span<const float>> context(
           config.layers,
           std::span<const float>(kv).first(static_cast<size_t>(o.decode_context * row)));
       rates.clear();
+      cpu_rates.clear();
       for (int r = 0; r < o.repeats; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const Stopwatch watch;
         for (int s = 0; s < o.decode_steps; ++s) {
           DP_ASSIGN_OR_RETURN(auto out, model.decode(context, prompt[s % prompt.size()]));
         }
-        rates.push_back(static_cast<double>(o.decode_steps) / seconds_since(t0));
+        rates.push_back(static_cast<double>(o.decode_steps) / watch.wall_s());
+        cpu_rates.push_back(static_cast<double>(o.decode_steps) / watch.cpu_s());
       }
-      rows.push_back(summarise(name, "decode", o.decode_steps, o.decode_context, rates));
+      rows.push_back(summarise(name, "decode", o.decode_steps, o.decode_context, rates, cpu_rates));
     }
   }
   return rows;

@@ -29,6 +29,9 @@ struct ComputeBenchRow {
   int repeats = 0;
   double median_tokens_per_s = 0;
   double min_tokens_per_s = 0;  // the slowest repeat (p0): shared machines vary 2-4x
+  // Tokens per second of this thread's CPU time (CLOCK_THREAD_CPUTIME_ID), median: what one
+  // unshared core would do, when other processes take turns on it.
+  double median_tokens_per_cpu_s = 0;
 
   std::string to_line() const;
 };

@@ -82,6 +82,30 @@ using Vec8 = float __attribute__((vector_size(32), aligned(4)));
   }
 }
 
+// Fewer than kRowTile rows (a decode step, the LM head of the last token, a block's leftover
+// rows): each row of w is streamed whole (y[r] += x[r][i] * w[i]), which reads w contiguously
+// instead of in 64-byte strips a page apart. Per output element the same sum, in the same
+// order (i ascending from 0), as the tiles.
+[[gnu::always_inline]] inline void rows_streamed(const float* x,
+                                                 int64_t ldx,
+                                                 int64_t rows,
+                                                 int64_t in,
+                                                 const float* w,
+                                                 int64_t ldw,
+                                                 int64_t out,
+                                                 float* y,
+                                                 int64_t ldy) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * ldy;
+    std::fill(yr, yr + out, 0.0f);
+    for (int64_t i = 0; i < in; ++i) {
+      const float a = x[r * ldx + i];
+      const float* wr = w + i * ldw;
+      for (int64_t c = 0; c < out; ++c) yr[c] += a * wr[c];
+    }
+  }
+}
+
 // y[n][out] = x[n][in] * w[in][out] with row strides ldx, ldw, ldy.
 DP_KERNEL void matmul_strided(const float* x,
                               int64_t ldx,
@@ -92,21 +116,22 @@ DP_KERNEL void matmul_strided(const float* x,
                               int64_t out,
                               float* y,
                               int64_t ldy) {
-  for (int64_t b0 = 0; b0 < n; b0 += kRowBlock) {
-    const int64_t b1 = std::min(n, b0 + kRowBlock);
+  const int64_t tiled = n - n % kRowTile;
+  for (int64_t b0 = 0; b0 < tiled; b0 += kRowBlock) {
+    const int64_t b1 = std::min(tiled, b0 + kRowBlock);
     for (int64_t c0 = 0; c0 < out; c0 += kColTile) {
       const int64_t cols = std::min(kColTile, out - c0);
-      int64_t r0 = b0;
       if (cols == kColTile) {
-        for (; r0 + kRowTile <= b1; r0 += kRowTile) {
+        for (int64_t r0 = b0; r0 < b1; r0 += kRowTile) {
           tile_4x16(x + r0 * ldx, ldx, in, w + c0, ldw, y + r0 * ldy + c0, ldy);
         }
-      }
-      if (r0 < b1) {
-        tile_edge(x + r0 * ldx, ldx, b1 - r0, in, w + c0, ldw, cols, y + r0 * ldy + c0, ldy);
+      } else {
+        tile_edge(x + b0 * ldx, ldx, b1 - b0, in, w + c0, ldw, cols, y + b0 * ldy + c0, ldy);
       }
     }
   }
+  if (tiled < n)
+    rows_streamed(x + tiled * ldx, ldx, n - tiled, in, w, ldw, out, y + tiled * ldy, ldy);
 }
 
 // Softmax numerators of one score row in place: e^(s - max) over [0, valid), zeros over
@@ -228,6 +253,30 @@ void swiglu(float* gate, const float* up, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void gather_context(
+    const KvRow* rows, int64_t ctx, int kv_heads, int head_dim, float* kt, float* v) {
+  // Keys are transposed 16 tokens at a time: the 16 source rows stay in L1 while every output
+  // row gets a contiguous run of 16 floats (a column-at-a-time transpose writes one float per
+  // cache line and dominated decode steps).
+  constexpr int64_t kTokens = 16;
+  const int64_t hd = head_dim;
+  for (int g = 0; g < kv_heads; ++g) {
+    float* ktg = kt + g * hd * ctx;
+    float* vg = v + g * ctx * hd;
+    for (int64_t j0 = 0; j0 < ctx; j0 += kTokens) {
+      const int64_t tokens = std::min(kTokens, ctx - j0);
+      for (int64_t d = 0; d < hd; ++d) {
+        float* dst = ktg + d * ctx + j0;
+        for (int64_t jj = 0; jj < tokens; ++jj) dst[jj] = rows[j0 + jj].k[g * hd + d];
+      }
+      for (int64_t jj = 0; jj < tokens; ++jj) {
+        std::memcpy(vg + (j0 + jj) * hd, rows[j0 + jj].v + g * hd,
+                    static_cast<size_t>(hd) * sizeof(float));
+      }
+    }
   }
 }
 

@@ -31,6 +31,17 @@ void swiglu(float* gate, const float* up, int64_t count);
 // e^x for x <= 0 (x below -87 gives e^-87), to about 2 ulp; vectorisable and deterministic.
 void exp_nonpositive(float* x, int64_t count);
 
+// One context token's K and V (kv_heads * head_dim floats each).
+struct KvRow {
+  const float* k;
+  const float* v;
+};
+
+// Regroups `ctx` tokens' K and V per KV head for attention():
+// kt [kv_heads][head_dim][ctx] (keys transposed) and v [kv_heads][ctx][head_dim].
+void gather_context(
+    const KvRow* rows, int64_t ctx, int kv_heads, int head_dim, float* kt, float* v);
+
 // Causal GQA attention of n new queries over a context of `cached` + n tokens.
 //   q   [n][q_heads * head_dim]   (RoPE applied)
 //   kt  [kv_heads][head_dim][ctx_stride]  keys, transposed so a query's scores vectorise

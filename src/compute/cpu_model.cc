@@ -34,6 +34,7 @@ struct CpuPass::Scratch {
   std::vector<float> q_block;
   std::vector<float> o_block;
   std::vector<float> row_sum;
+  std::vector<kernels::KvRow> rows;  // [ctx] where each context token's K and V are
 };
 
 CpuPass::CpuPass(std::shared_ptr<const CpuWeights> weights, int64_t n, int64_t cached)
@@ -103,21 +104,15 @@ Status CpuPass::forward_layer(int layer, KvFloatSegments cached_kv, std::span<fl
   s.q_block.resize(static_cast<size_t>(block_rows * hd));
   s.o_block.resize(s.q_block.size());
   s.row_sum.resize(static_cast<size_t>(block_rows));
-  auto put = [&](int64_t j, const float* kr, const float* vr) {
-    for (int g = 0; g < c.kv_heads; ++g) {
-      float* ktg = s.kt.data() + g * hd * ctx + j;
-      const float* kg = kr + g * hd;
-      for (int64_t i = 0; i < hd; ++i) ktg[i * ctx] = kg[i];
-      std::memcpy(s.vc.data() + (g * ctx + j) * hd, vr + g * hd, hd * sizeof(float));
-    }
-  };
-  int64_t j = 0;
+  s.rows.clear();
   for (const auto& seg : cached_kv) {
-    const int64_t rows = static_cast<int64_t>(seg.size()) / row;
-    for (int64_t r = 0; r < rows; ++r, ++j)
-      put(j, seg.data() + r * row, seg.data() + r * row + kv_dim);
+    for (size_t off = 0; off < seg.size(); off += static_cast<size_t>(row)) {
+      s.rows.push_back({seg.data() + off, seg.data() + off + kv_dim});
+    }
   }
-  for (int64_t t = 0; t < n_; ++t, ++j) put(j, s.k.data() + t * kv_dim, s.v.data() + t * kv_dim);
+  for (int64_t t = 0; t < n_; ++t)
+    s.rows.push_back({s.k.data() + t * kv_dim, s.v.data() + t * kv_dim});
+  kernels::gather_context(s.rows.data(), ctx, c.kv_heads, c.head_dim, s.kt.data(), s.vc.data());
 
   kernels::attention({.q = s.q.data(),
                       .kt = s.kt.data(),
