@@ -72,9 +72,9 @@ void setup(CLI::App& parent, int& exit_code) {
                   "Model-class round trips per phase (default 2000)");
   cmd->add_flag("--no-isolation", *no_isolation, "Skip the isolation experiment");
   cmd->add_option("--chunk-bytes", opt->traffic.chunk_bytes,
-                  "Traffic manager: largest piece handed to UCX (default 262144)");
+                  "Traffic manager: largest piece handed to UCX (default 1048576)");
   cmd->add_option("--max-inflight-bytes", opt->traffic.max_inflight_bytes,
-                  "Traffic manager: bytes in flight (default 2097152)");
+                  "Traffic manager: bytes in flight (default 4194304)");
   // The peer process: this same binary, started by the benchmark with these hidden options.
   cmd->add_option("--peer-port", peer->oob_port)->group("");
   cmd->add_option("--peer-tls", peer->transports)->group("");

@@ -16,8 +16,8 @@
 //   [transport.traffic]
 //   model_weight = 99
 //   kv_weight = 1
-//   chunk_bytes = 262144
-//   max_inflight_bytes = 2097152
+//   chunk_bytes = 1048576
+//   max_inflight_bytes = 4194304
 //   model_reserve_bytes = 262144
 //   max_batch_ops = 64
 //   cnic_gbps = 0                 # CNIC emulation; 0 = off
