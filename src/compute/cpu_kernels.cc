@@ -33,7 +33,7 @@ using Vec8 = float __attribute__((vector_size(32), aligned(4)));
 
 // The 4 x 16 register tile: acc[r][c] += x[r][i] * w[i][c] over the whole `in` range, eight
 // accumulators that stay in registers. Element for element the same operations, in the same
-// order, as tile_edge.
+// order, as rows_streamed.
 [[gnu::always_inline]] inline void tile_4x16(
     const float* x, int64_t ldx, int64_t in, const float* w, int64_t ldw, float* y, int64_t ldy) {
   Vec8 a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
@@ -60,32 +60,10 @@ using Vec8 = float __attribute__((vector_size(32), aligned(4)));
   *reinterpret_cast<Vec8*>(y + 3 * ldy + 8) = a31;
 }
 
-// Any rows x cols tile at the edges; the same summation order (i ascending) as the full tile, so
-// a token's result does not depend on which tile it fell into.
-[[gnu::always_inline]] inline void tile_edge(const float* x,
-                                             int64_t ldx,
-                                             int64_t rows,
-                                             int64_t in,
-                                             const float* w,
-                                             int64_t ldw,
-                                             int64_t cols,
-                                             float* y,
-                                             int64_t ldy) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float acc[kColTile] = {};
-    for (int64_t i = 0; i < in; ++i) {
-      const float a = x[r * ldx + i];
-      const float* wr = w + i * ldw;
-      for (int64_t c = 0; c < cols; ++c) acc[c] += a * wr[c];
-    }
-    std::memcpy(y + r * ldy, acc, static_cast<size_t>(cols) * sizeof(float));
-  }
-}
-
 // Fewer than kRowTile rows (a decode step, the LM head of the last token, a block's leftover
-// rows): each row of w is streamed whole (y[r] += x[r][i] * w[i]), which reads w contiguously
-// instead of in 64-byte strips a page apart. Per output element the same sum, in the same
-// order (i ascending from 0), as the tiles.
+// rows) or fewer than kColTile columns (the right edge): each row of w is streamed whole (y[r] +=
+// x[r][i] * w[i]), which reads w contiguously instead of in 64-byte strips a page apart. Per output
+// element the same sum, in the same order (i ascending from 0), as the tiles.
 [[gnu::always_inline]] inline void rows_streamed(const float* x,
                                                  int64_t ldx,
                                                  int64_t rows,
@@ -126,7 +104,7 @@ DP_KERNEL void matmul_strided(const float* x,
           tile_4x16(x + r0 * ldx, ldx, in, w + c0, ldw, y + r0 * ldy + c0, ldy);
         }
       } else {
-        tile_edge(x + b0 * ldx, ldx, b1 - b0, in, w + c0, ldw, cols, y + b0 * ldy + c0, ldy);
+        rows_streamed(x + b0 * ldx, ldx, b1 - b0, in, w + c0, ldw, cols, y + b0 * ldy + c0, ldy);
       }
     }
   }
