@@ -140,6 +140,25 @@ TEST(CpuModel, PrefixKvReuseOverThreeChunksEqualsRecomputingTheWholePrompt) {
   EXPECT_EQ(from_chunks, from_scratch);
 }
 
+// Stronger than the 1e-4 the engines need, and by design (docs/compute.md "Numerics"): a query's
+// result does not depend on the chunk or attention block it fell into.
+TEST(CpuModel, ChunkedPrefillIsBitIdenticalToTheWholePrompt) {
+  CpuModel model(tiny_weights());
+  const auto prompt = random_tokens(300, 512, 12);
+  auto whole = model.prefill({}, prompt, 0);
+  auto head = model.prefill({}, std::span<const int32_t>(prompt).first(123), 0);
+  ASSERT_TRUE(whole.is_ok() && head.is_ok());
+  auto tail =
+      model.prefill(views(head->new_kv), std::span<const int32_t>(prompt).subspan(123), 123);
+  ASSERT_TRUE(tail.is_ok());
+  EXPECT_EQ(tail->logits, whole->logits);
+  for (int l = 0; l < 4; ++l) {
+    std::vector<float> kv = head->new_kv[l];
+    kv.insert(kv.end(), tail->new_kv[l].begin(), tail->new_kv[l].end());
+    EXPECT_EQ(kv, whole->new_kv[l]) << "layer " << l;
+  }
+}
+
 TEST(CpuModel, PerturbedCachedKvChangesTheLogits) {
   CpuModel model(tiny_weights());
   const auto prefix = random_tokens(64, 512, 8);
