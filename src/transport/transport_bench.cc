@@ -261,46 +261,69 @@ Result<IsolationResult> run_isolation(Session& session,
     return v;
   };
   DP_RETURN_IF_ERROR(probe_set(100).status(), "probe warm-up");
-  DP_ASSIGN_OR_RETURN(auto idle, probe_set(options.isolation_probes));
 
-  // The KV stream alone, for its rate without probes.
-  auto stream_for = [&](Duration how_long, double& rate) -> Status {
+  // Starts the KV stream on a feeder thread; stop() ends it and returns bytes and seconds.
+  struct Stream {
     std::atomic<bool> stop{false};
     Result<uint64_t> bytes = uint64_t{0};
-    auto t0 = Clock::now();
-    std::thread feeder(
-        [&] { bytes = session.run_kv_stream(options.isolation_kv_message_bytes, 4, stop); });
-    std::this_thread::sleep_for(how_long);
-    stop.store(true, std::memory_order_relaxed);
-    feeder.join();
-    DP_RETURN_IF_ERROR(bytes.status());
-    rate = gbps(*bytes, Clock::now() - t0);
+    Clock::time_point t0 = Clock::now();
+    std::thread feeder;
+  };
+  auto start_stream = [&](Stream& st) {
+    st.t0 = Clock::now();
+    st.feeder = std::thread(
+        [&] { st.bytes = session.run_kv_stream(options.isolation_kv_message_bytes, 4, st.stop); });
+  };
+  auto stop_stream = [&](Stream& st, uint64_t& bytes, double& seconds) -> Status {
+    st.stop.store(true, std::memory_order_relaxed);  // relaxed: a stop flag, no data with it
+    st.feeder.join();
+    DP_RETURN_IF_ERROR(st.bytes.status(), "KV stream");
+    bytes += *st.bytes;
+    seconds += to_seconds(Clock::now() - st.t0);
     return Status::ok();
   };
-  DP_RETURN_IF_ERROR(stream_for(std::chrono::milliseconds(500), r.kv_gbps_alone));
+  {
+    Stream alone;
+    uint64_t bytes = 0;
+    double seconds = 0;
+    start_stream(alone);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    DP_RETURN_IF_ERROR(stop_stream(alone, bytes, seconds));
+    r.kv_gbps_alone = bytes_per_s_to_gbps(static_cast<double>(bytes) / seconds);
+  }
 
-  std::atomic<bool> stop{false};
-  Result<uint64_t> bytes = uint64_t{0};
-  auto t0 = Clock::now();
-  std::thread feeder(
-      [&] { bytes = session.run_kv_stream(options.isolation_kv_message_bytes, 4, stop); });
-  // Let the stream reach its steady state before probing.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  auto loaded = probe_set(options.isolation_probes);
-  r.fifo_probes = std::max(20, options.isolation_probes / 10);
-  auto as_kv = loaded.is_ok() ? probe_set(r.fifo_probes, TrafficClass::kKv) : loaded;
-  stop.store(true, std::memory_order_relaxed);
-  feeder.join();
-  DP_RETURN_IF_ERROR(bytes.status(), "KV stream");
-  if (!loaded.is_ok()) return loaded.status();
-  if (!as_kv.is_ok()) return as_kv.status();
-  r.kv_gbps_during_load = gbps(*bytes, Clock::now() - t0);
+  // Idle and loaded probes alternate in blocks, so that whatever else the machine runs (other
+  // users' builds on a shared host) weighs on both phases alike.
+  constexpr int kBlocks = 10;
+  const int per_block = std::max(1, options.isolation_probes / kBlocks);
+  r.probes = per_block * kBlocks;
+  r.fifo_probes = std::max(2, per_block / 10) * kBlocks;
+  std::vector<double> idle, loaded, as_kv;
+  uint64_t load_bytes = 0;
+  double load_seconds = 0;
+  for (int b = 0; b < kBlocks; ++b) {
+    DP_ASSIGN_OR_RETURN(auto idle_block, probe_set(per_block));
+    idle.insert(idle.end(), idle_block.begin(), idle_block.end());
+    Stream st;
+    start_stream(st);
+    // Let the stream fill the window before probing.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto loaded_block = probe_set(per_block);
+    auto kv_block =
+        loaded_block.is_ok() ? probe_set(r.fifo_probes / kBlocks, TrafficClass::kKv) : loaded_block;
+    DP_RETURN_IF_ERROR(stop_stream(st, load_bytes, load_seconds));
+    if (!loaded_block.is_ok()) return loaded_block.status();
+    if (!kv_block.is_ok()) return kv_block.status();
+    loaded.insert(loaded.end(), loaded_block->begin(), loaded_block->end());
+    as_kv.insert(as_kv.end(), kv_block->begin(), kv_block->end());
+  }
+  r.kv_gbps_during_load = bytes_per_s_to_gbps(static_cast<double>(load_bytes) / load_seconds);
   r.idle_p50_us = percentile(idle, 0.50);
   r.idle_p99_us = percentile(idle, 0.99);
-  r.loaded_p50_us = percentile(*loaded, 0.50);
-  r.loaded_p99_us = percentile(*loaded, 0.99);
-  r.loaded_as_kv_p50_us = percentile(*as_kv, 0.50);
-  r.loaded_as_kv_p99_us = percentile(*as_kv, 0.99);
+  r.loaded_p50_us = percentile(loaded, 0.50);
+  r.loaded_p99_us = percentile(loaded, 0.99);
+  r.loaded_as_kv_p50_us = percentile(as_kv, 0.50);
+  r.loaded_as_kv_p99_us = percentile(as_kv, 0.99);
   return r;
 }
 
