@@ -120,6 +120,7 @@ class ClusterSim {
   void start_read(uint32_t a, uint32_t node);
   void admit_read(uint32_t a, uint32_t node);
   void admit_buffer_waiters(uint32_t node);
+  void reschedule_link(PsServer& link, uint32_t kind, uint32_t node);
   void reschedule_reads(uint32_t node);
   void on_read_done(uint32_t node, uint64_t version);
   void read_finished(uint32_t a);
@@ -441,13 +442,18 @@ void ClusterSim::admit_buffer_waiters(uint32_t node) {
   }
 }
 
+// One direction of a storage NIC: its usable bandwidth shared equally by the transfers in
+// flight; schedules the next departure as `kind` (stale events are dropped by version).
+void ClusterSim::reschedule_link(PsServer& link, uint32_t kind, uint32_t node) {
+  link.advance(now_);
+  size_t n = link.active();
+  link.set_rate(n > 0 ? snic_rate() / static_cast<double>(n) : 0.0);
+  double t = link.next_departure();
+  if (std::isfinite(t)) events_.push(t, kind, node, link.version());
+}
+
 void ClusterSim::reschedule_reads(uint32_t node) {
-  Node& nd = nodes_[node];
-  nd.reads.advance(now_);
-  size_t n = nd.reads.active();
-  nd.reads.set_rate(n > 0 ? snic_rate() / static_cast<double>(n) : 0.0);
-  double t = nd.reads.next_departure();
-  if (std::isfinite(t)) events_.push(t, kReadDone, node, nd.reads.version());
+  reschedule_link(nodes_[node].reads, kReadDone, node);
 }
 
 void ClusterSim::on_read_done(uint32_t node, uint64_t version) {
@@ -715,12 +721,7 @@ void ClusterSim::write_bytes(uint32_t node, double bytes) {
 }
 
 void ClusterSim::reschedule_writes(uint32_t node) {
-  Node& nd = nodes_[node];
-  nd.writes.advance(now_);
-  size_t n = nd.writes.active();
-  nd.writes.set_rate(n > 0 ? snic_rate() / static_cast<double>(n) : 0.0);
-  double t = nd.writes.next_departure();
-  if (std::isfinite(t)) events_.push(t, kWriteDone, node, nd.writes.version());
+  reschedule_link(nodes_[node].writes, kWriteDone, node);
 }
 
 void ClusterSim::on_write_done(uint32_t node, uint64_t version) {
