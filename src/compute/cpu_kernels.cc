@@ -86,6 +86,7 @@ using Vec8 = float __attribute__((vector_size(32), aligned(4)));
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
 // The 4 x 32 tile for CPUs with AVX-512: sixteen floats per register, the same element-wise
 // operations as tile_4x16 (so the same bits), twice the work per instruction.
 using Vec16 = float __attribute__((vector_size(64), aligned(4)));
@@ -150,8 +151,17 @@ using Vec16 = float __attribute__((vector_size(64), aligned(4)));
   }
 }
 
-const bool kHasAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+// Read once at start-up. __builtin_cpu_init first: this initialiser may run before libgcc's own.
+const bool kHasAvx512 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+}();
+#else
+constexpr bool kHasAvx512 = false;
+void matmul_v4(
+    const float*, int64_t, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t) {}
+#endif
 
 // y[n][out] = x[n][in] * w[in][out] with row strides ldx, ldw, ldy.
 DP_KERNEL void matmul_strided(const float* x,
