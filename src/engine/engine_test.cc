@@ -1,8 +1,10 @@
 // Engine tests with real parts: node processes (dp_engine_node) spawned by a LocalCluster, UCX
 // over shared memory, block files in a per-test temporary directory, the tiny CPU transformer.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cmath>
+#include <fstream>
 
 #include "engine/demo.h"
 #include "engine/engine_config.h"
@@ -28,29 +30,165 @@ ClusterOptions test_cluster(const std::string& dir, int decode_nodes) {
   return o;
 }
 
-TEST(Engine, OneSessionAllPathsAgree) {
+// One session of 21 turns whose context passes 4K tokens (256 + 20 x (150..250 + 16..32)).
+DemoOptions long_session(PathChoice path) {
   DemoOptions demo;
   demo.sessions = 1;
-  demo.turns = 4;
-  demo.first_prompt_tokens = 200;
+  demo.turns = 21;
+  demo.first_prompt_tokens = 256;
+  demo.path = path;
+  return demo;
+}
+
+DemoReport run_fresh(PathChoice path, int decode_nodes) {
+  TempDir dir;
+  auto cluster = LocalCluster::start(test_cluster(dir.path(), decode_nodes));
+  EXPECT_TRUE(cluster.is_ok()) << cluster.status().to_string();
+  if (!cluster.is_ok()) return {};
+  auto report = run_demo(**cluster, long_session(path), {});
+  EXPECT_TRUE(report.is_ok()) << report.status().to_string();
+  if (!report.is_ok()) return {};
+  return std::move(report).value();
+}
+
+// Bytes per hop of one turn, by PAPER.md §6's accounting (tiny: 4 layers x 512 B per token).
+void check_accounting(const TurnResult& r, int64_t gen_tokens, const store::BlockLayout& layout) {
+  const int64_t kv_per_token = layout.layers * layout.bytes_per_token_per_layer;
+  const int64_t bt = layout.block_tokens;
+  ASSERT_EQ(r.hit_tokens % bt, 0);
+  // Every hit token read from storage exactly once, in whole blocks.
+  EXPECT_EQ(r.bytes.storage_read,
+            r.path == ReadPathKind::kRecompute ? 0 : r.hit_tokens * kv_per_token);
+  EXPECT_EQ(r.bytes.de_h2d, r.prompt_tokens * kv_per_token);
+  switch (r.path) {
+    case ReadPathKind::kPe:
+      EXPECT_EQ(r.bytes.pe_h2d, r.bytes.storage_read);
+      EXPECT_EQ(r.bytes.de_to_pe, 0);
+      EXPECT_EQ(r.bytes.pd_transfer, r.prompt_tokens * kv_per_token);
+      break;
+    case ReadPathKind::kDe:
+      EXPECT_EQ(r.bytes.de_to_pe, r.bytes.storage_read);
+      EXPECT_EQ(r.bytes.pe_h2d, 0);
+      EXPECT_EQ(r.bytes.pd_transfer, (r.prompt_tokens - r.hit_tokens) * kv_per_token);
+      break;
+    case ReadPathKind::kRecompute:
+      EXPECT_EQ(r.bytes.pe_h2d + r.bytes.de_to_pe, 0);
+      EXPECT_EQ(r.bytes.pd_transfer, r.prompt_tokens * kv_per_token);
+      break;
+  }
+  // Every full block with KV (the prompt and all but the last generated token) not hit is
+  // persisted.
+  const int64_t full_blocks = (r.prompt_tokens + gen_tokens - 1) / bt;
+  if (r.path != ReadPathKind::kRecompute) {
+    EXPECT_EQ(r.bytes.persist, (full_blocks - r.hit_tokens / bt) * bt * kv_per_token);
+  }
+}
+
+TEST(Engine, AllReadPathsGiveTheTokensOfRecomputeOver20TurnsPast4K) {
+  std::vector<std::pair<PathChoice, DemoReport>> runs;
+  for (PathChoice path :
+       {PathChoice::kRecompute, PathChoice::kPe, PathChoice::kDe, PathChoice::kAuto}) {
+    runs.emplace_back(path, run_fresh(path, /*decode_nodes=*/path == PathChoice::kAuto ? 2 : 1));
+    ASSERT_FALSE(HasFailure());
+    std::fprintf(stderr, "%s", runs.back().second.table().c_str());
+  }
+  const DemoReport& reference = runs[0].second;
+  ASSERT_EQ(reference.turns.size(), 21u);
+  EXPECT_GE(reference.turns.back().result.prompt_tokens, 4096);
+  const store::BlockLayout layout{4, 64, 512};
+  for (const auto& [path, report] : runs) {
+    ASSERT_EQ(report.turns.size(), reference.turns.size());
+    int64_t hit_turns = 0;
+    for (size_t t = 0; t < reference.turns.size(); ++t) {
+      const TurnResult& want = reference.turns[t].result;
+      const TurnResult& got = report.turns[t].result;
+      ASSERT_EQ(got.prompt_tokens, want.prompt_tokens) << "turn " << t;
+      EXPECT_EQ(got.output_tokens, want.output_tokens) << "turn " << t;
+      ASSERT_EQ(got.first_logits.size(), want.first_logits.size());
+      float max_diff = 0;
+      for (size_t i = 0; i < want.first_logits.size(); ++i) {
+        max_diff = std::max(max_diff, std::fabs(got.first_logits[i] - want.first_logits[i]));
+      }
+      EXPECT_LE(max_diff, 1e-4f) << "turn " << t;
+      check_accounting(got, static_cast<int64_t>(got.output_tokens.size()), layout);
+      if (got.hit_tokens > 0) ++hit_turns;
+      if (path != PathChoice::kRecompute && t > 0) {
+        // The previous turn persisted its prompt and its generated tokens' full blocks.
+        const TurnResult& prev = report.turns[t - 1].result;
+        const int64_t prev_blocks =
+            (prev.prompt_tokens + static_cast<int64_t>(prev.output_tokens.size()) - 1) / 64;
+        EXPECT_EQ(got.hit_tokens, prev_blocks * 64) << "turn " << t;
+      }
+    }
+    if (path == PathChoice::kPe || path == PathChoice::kDe) {
+      EXPECT_EQ(hit_turns, 20);
+    }
+  }
+}
+
+TEST(Engine, DataDirPersistsAcrossClusters) {
+  TempDir dir;
+  DemoOptions demo = long_session(PathChoice::kPe);
+  demo.turns = 2;
   std::vector<DemoReport> reports;
-  for (PathChoice path : {PathChoice::kRecompute, PathChoice::kPe, PathChoice::kDe}) {
-    TempDir dir;
+  for (int run = 0; run < 2; ++run) {
     auto cluster = LocalCluster::start(test_cluster(dir.path(), 1));
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
-    demo.path = path;
     auto report = run_demo(**cluster, demo, {});
     ASSERT_TRUE(report.is_ok()) << report.status().to_string();
     reports.push_back(std::move(report).value());
-    fprintf(stderr, "%s", reports.back().table().c_str());
   }
-  for (size_t i = 1; i < reports.size(); ++i) {
-    ASSERT_EQ(reports[i].turns.size(), reports[0].turns.size());
-    for (size_t t = 0; t < reports[0].turns.size(); ++t) {
-      EXPECT_EQ(reports[i].turns[t].result.output_tokens, reports[0].turns[t].result.output_tokens)
-          << "path " << i << " turn " << t;
-    }
+  EXPECT_EQ(reports[0].turns[0].result.hit_tokens, 0);
+  // The rerun's first turn hits every whole block of the first run's first prompt.
+  EXPECT_EQ(reports[1].turns[0].result.hit_tokens, 192);  // 256 tokens, minus the last block
+  for (size_t t = 0; t < 2; ++t) {
+    EXPECT_EQ(reports[1].turns[t].result.output_tokens, reports[0].turns[t].result.output_tokens);
   }
+}
+
+TEST(Engine, KilledDecodeNodeIsAClearErrorAndTheOtherNodeServes) {
+  TempDir dir;
+  ClusterOptions options = test_cluster(dir.path(), 2);
+  options.config.request_timeout = std::chrono::seconds(5);
+  auto cluster = LocalCluster::start(options);
+  ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
+  TurnRequest request;
+  for (int i = 0; i < 300; ++i) request.tokens.push_back(i % 500);
+  request.path = PathChoice::kDe;
+  ASSERT_TRUE((*cluster)->run_turn(request).is_ok());
+  ::kill((*cluster)->decode_pid(0), SIGKILL);
+  auto failed = (*cluster)->run_turn(request);
+  ASSERT_FALSE(failed.is_ok());
+  EXPECT_TRUE(failed.status().is_unavailable()) << failed.status().to_string();
+  request.de_index = 1;
+  auto served = (*cluster)->run_turn(request);
+  ASSERT_TRUE(served.is_ok()) << served.status().to_string();
+}
+
+Status load_error(const std::string& toml, const std::string& dir) {
+  const std::string path = dir + "/bad.toml";
+  std::ofstream(path) << toml;
+  return load_engine_config(path).status();
+}
+
+TEST(EngineConfig, BadValuesNameTheirKey) {
+  TempDir dir;
+  struct Case {
+    std::string toml;
+    std::string key;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"[live]\nde_dram_buffer_mb = 0.1\n", "live.de_dram_buffer_mb"},
+           {"[live]\npe_dram_buffer_mb = 0.1\n", "live.pe_dram_buffer_mb"},
+           {"[model]\npreset = \"huge\"\n", "model.preset"},
+           {"[store]\nblock_tokens = 0\n", "store.block_tokens"},
+           {"[store]\ndata_paths = [\"" + dir.path() + "/nope\"]\n", "store.data_paths"},
+       }) {
+    Status s = load_error(c.toml, dir.path());
+    EXPECT_FALSE(s.is_ok()) << c.toml;
+    EXPECT_NE(s.message().find(c.key), std::string::npos) << c.key << ": " << s.to_string();
+  }
+  EXPECT_TRUE(load_engine_config("").is_ok());
 }
 
 }  // namespace
