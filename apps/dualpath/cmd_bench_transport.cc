@@ -42,7 +42,7 @@ void setup(CLI::App& parent, int& exit_code) {
   auto peer = std::make_shared<PeerOptions>();
   auto json_path = std::make_shared<std::string>();
   auto sizes = std::make_shared<std::vector<std::string>>();
-  auto bytes_per_case = std::make_shared<std::string>("256M");
+  auto bytes_per_case = std::make_shared<std::string>("128M");
   auto no_perftest = std::make_shared<bool>(false);
   auto no_isolation = std::make_shared<bool>(false);
   auto peer_devices = std::make_shared<std::string>("-");
@@ -61,8 +61,8 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--ops", opt->ops, "put, get, am (default all three)")->delimiter(',');
   cmd->add_option("--sizes", *sizes, "Message sizes (default 64K,256K,1M,4M,16M)")->delimiter(',');
   cmd->add_option("--bytes-per-case", *bytes_per_case,
-                  "Bytes moved per measurement (default 256M; iterations = bytes / size)");
-  cmd->add_option("--repeats", opt->repeats, "Runs per tool and case; the best counts (default 3)");
+                  "Bytes moved per measurement (default 128M; iterations = bytes / size)");
+  cmd->add_option("--repeats", opt->repeats, "Runs per tool and case; the best counts (default 5)");
   cmd->add_option("--perftest", opt->perftest_program, "The ucx_perftest binary");
   cmd->add_flag("--no-perftest", *no_perftest, "Skip ucx_perftest (ratios are then 0)");
   cmd->add_option("--isolation-transports", opt->isolation_transports,

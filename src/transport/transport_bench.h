@@ -21,10 +21,10 @@ struct TransportBenchOptions {
   std::vector<std::string> ops{"put", "get", "am"};
   std::vector<uint64_t> sizes{64u << 10, 256u << 10, 1u << 20, 4u << 20, 16u << 20};
   // Bytes moved per measurement (iterations = bytes / size, clamped to [8, 4096]).
-  uint64_t bytes_per_case = 256u << 20;
+  uint64_t bytes_per_case = 128u << 20;
   // Each measurement runs `repeats` times for both tools, interleaved; the best run of each is
   // reported (the machine is shared, and interference only ever slows a run down).
-  int repeats = 3;
+  int repeats = 5;
   bool run_perftest = true;
   std::string perftest_program = "ucx_perftest";
   // How to start the peer process: `peer_program peer_args... --peer-*` (peer_process.h).
