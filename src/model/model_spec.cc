@@ -158,9 +158,10 @@ Result<ModelSpec> model_preset(std::string_view name) {
   if (name == "qwen32b") return gqa("qwen32b", 64, 40, 8, 128, 32'500'000'000, 2.0, 2);
   if (name == "tiny") {
     // The live system's CPU model: d=256, 4 layers, 8 query heads of 32, 2 KV heads (GQA), fp32.
-    return gqa("tiny", 4, 8, 2, 32, 4'000'000, 4.0, 4);
+    // Parameter count = the CPU model's (src/compute/cpu_model_config.h), so both backends agree.
+    return gqa("tiny", 4, 8, 2, 32, 3'033'344, 4.0, 4);
   }
-  if (name == "small") return gqa("small", 8, 16, 4, 64, 120'000'000, 4.0, 4);
+  if (name == "small") return gqa("small", 8, 16, 4, 64, 92'816'384, 4.0, 4);
   if (name == "dsv3") {
     ModelSpec m = ds_v32_like("dsv3", 61, 37'000'000'000, 671'000'000'000, 0, 128, 0, 0, 0);
     m.attention = AttentionKind::kMlaDense;
