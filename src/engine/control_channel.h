@@ -6,7 +6,8 @@
 // dead peer immediately (UCX over shared memory cannot, docs/transport.md), and the control rate
 // (a few messages per turn) is far below anything that needs the model traffic class.
 //
-// A reply is {"ok": true, ...} or {"ok": false, "code": <StatusCode>, "error": "..."}.
+// A reply is {"ok": true, "call_id", ...} or {"ok": false, "call_id", "code": <StatusCode>,
+// "error": "..."}, echoing the request's call_id.
 // Thread-compatible (one thread per channel at a time).
 
 #include <nlohmann/json.hpp>
@@ -25,7 +26,8 @@ using Json = nlohmann::json;
 
 Status send_json(transport::OobChannel& channel, const Json& message, Duration timeout);
 Result<Json> receive_json(transport::OobChannel& channel, Duration timeout);
-// Sends a request and waits for its reply; a reply with "ok": false becomes its Status.
+// Sends a request (tagged with a fresh "call_id") and waits for the reply with the same id,
+// skipping late replies to earlier calls; a reply with "ok": false becomes its Status.
 Result<Json> call(transport::OobChannel& channel, const Json& request, Duration timeout);
 
 Json ok_reply(Json fields = Json::object());

@@ -184,20 +184,63 @@ LocalCluster::~LocalCluster() {
   }
 }
 
+Duration LocalCluster::call_timeout() const {
+  // A node answers within its own request deadline (plus per-operation deadlines on the DE);
+  // the driver waits longer, so a slow node reports its own error instead of a driver timeout.
+  return 2 * config_.request_timeout + std::chrono::seconds(5);
+}
+
 Result<int64_t> LocalCluster::read_queue_tokens(NodeProcess& node) {
-  DP_ASSIGN_OR_RETURN(Json reply,
-                      call(*node.channel, Json{{"cmd", "status"}}, config_.request_timeout));
+  DP_ASSIGN_OR_RETURN(Json reply, call(*node.channel, Json{{"cmd", "status"}}, call_timeout()));
   return reply.value("read_queue_tokens", int64_t{0});
 }
 
+bool LocalCluster::decode_node_alive(int index) {
+  NodeProcess& node = nodes_.at(1 + index);
+  if (node.pid <= 0) return false;
+  if (::waitpid(node.pid, nullptr, WNOHANG) == node.pid) {
+    node.pid = -1;
+    node.channel.reset();
+    return false;
+  }
+  return true;
+}
+
 Result<TurnResult> LocalCluster::run_turn(const TurnRequest& request) {
-  const auto start = Clock::now();
   if (request.de_index < 0 || request.de_index >= decode_nodes()) {
     return Status::invalid_argument(fmt::format("decode node {} does not exist ({} running)",
                                                 request.de_index, decode_nodes()));
   }
+  if (!decode_node_alive(request.de_index)) {
+    return Status::unavailable(fmt::format(
+        "decode node {} has exited; send its sessions to another decode node", request.de_index));
+  }
+  auto result = run_turn_on(request, request.de_index, /*force_pe_path=*/false);
+  if (result.is_ok() || decode_node_alive(request.de_index)) return result;
+  // The decode node died during the turn: fail over to the PE read path on another one.
+  for (int i = 1; i < decode_nodes(); ++i) {
+    const int other = (request.de_index + i) % decode_nodes();
+    if (!decode_node_alive(other)) continue;
+    DP_LOG_WARN(
+        "decode node {} died during a turn ({}); retrying on decode node {} by the PE "
+        "read path",
+        request.de_index, result.status().to_string(), other);
+    TurnRequest retry = request;
+    retry.after_prepare = nullptr;
+    auto again = run_turn_on(retry, other, /*force_pe_path=*/true);
+    if (again.is_ok()) again->failed_over_from = request.de_index;
+    return again;
+  }
+  return result.status().with_context(
+      fmt::format("decode node {} died and no other decode node is alive", request.de_index));
+}
+
+Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
+                                             int de_index,
+                                             bool force_pe_path) {
+  const auto start = Clock::now();
   NodeProcess& pe = nodes_[0];
-  NodeProcess& de = nodes_[1 + request.de_index];
+  NodeProcess& de = nodes_[1 + de_index];
   const auto n = static_cast<int64_t>(request.tokens.size());
   const int64_t bt = config_.block_tokens;
   TurnResult result;
@@ -217,26 +260,29 @@ Result<TurnResult> LocalCluster::run_turn(const TurnRequest& request) {
                                                                          : ReadPathKind::kDe;
     }
   }
+  if (force_pe_path && path == ReadPathKind::kDe) path = ReadPathKind::kPe;
   result.hit_tokens = hit;
   result.path = path;
+  result.de_index = de_index;
 
   const uint64_t id = next_request_id_++;
   PrepareRequest prepare{id, request.tokens, hit, request.gen_tokens, path == ReadPathKind::kDe};
   Json prep_msg = prepare.to_json();
   prep_msg["cmd"] = "prepare";
-  DP_ASSIGN_OR_RETURN(Json prepared, call(*de.channel, prep_msg, config_.request_timeout));
+  DP_ASSIGN_OR_RETURN(Json prepared, call(*de.channel, prep_msg, call_timeout()));
   result.bytes += HopBytes::from_json(prepared.value("bytes", Json::object()));
 
   auto fail = [&](Status s) {
     (void)call(*de.channel, Json{{"cmd", "release"}, {"request_id", id}}, config_.request_timeout);
-    return s.with_context(fmt::format("turn of request {} ({} path, decode node {})", id,
-                                      path_name(path), request.de_index));
+    return s.with_context(
+        fmt::format("turn of request {} ({} path, decode node {})", id, path_name(path), de_index));
   };
-  PrefillRequest prefill{id,   request.tokens,   hit,
-                         path, request.de_index, prepared.value("dram_offset", uint64_t{0})};
+  if (request.after_prepare) request.after_prepare();
+  PrefillRequest prefill{id,   request.tokens, hit,
+                         path, de_index,       prepared.value("dram_offset", uint64_t{0})};
   Json pre_msg = prefill.to_json();
   pre_msg["cmd"] = "prefill";
-  auto prefilled = call(*pe.channel, pre_msg, config_.request_timeout);
+  auto prefilled = call(*pe.channel, pre_msg, call_timeout());
   if (!prefilled.is_ok()) return fail(prefilled.status());
   result.ttft_s = std::chrono::duration<double>(Clock::now() - start).count();
   result.bytes += HopBytes::from_json(prefilled->value("bytes", Json::object()));
@@ -247,7 +293,7 @@ Result<TurnResult> LocalCluster::run_turn(const TurnRequest& request) {
                       Json{{"cmd", "decode"},
                            {"request_id", id},
                            {"first_token", prefilled->value("first_token", 0)}},
-                      config_.request_timeout);
+                      call_timeout());
   if (!decoded.is_ok()) return fail(decoded.status());
   result.bytes += HopBytes::from_json(decoded->value("bytes", Json::object()));
   result.output_tokens = (*decoded)["output_tokens"].get<std::vector<int32_t>>();

@@ -20,6 +20,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,9 @@ struct TurnRequest {
   int64_t gen_tokens = 16;
   PathChoice path = PathChoice::kAuto;
   int de_index = 0;
+  // Fault injection for tests: runs after the DE has prepared the request's buffer and before
+  // the PE starts the prefill (e.g. to SIGKILL the decode node mid-request).
+  std::function<void()> after_prepare;
 };
 
 struct TurnResult {
@@ -60,6 +64,8 @@ struct TurnResult {
   double ttft_s = 0;
   double tpot_s = 0;
   Json layer_timeline;
+  int de_index = 0;           // the decode node that served the turn
+  int failed_over_from = -1;  // the decode node that died during the turn, or -1
 };
 
 class LocalCluster {
@@ -69,7 +75,12 @@ class LocalCluster {
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
 
+  // Runs one turn. When the turn's decode node has died (its process exited), the turn is
+  // retried once on the next live decode node by the PE read path (PAPER.md: a failed DE read
+  // path falls back to the PE's own SNIC); with no live decode node left it fails with
+  // kUnavailable naming the dead ones.
   Result<TurnResult> run_turn(const TurnRequest& request);
+  bool decode_node_alive(int index);
 
   int decode_nodes() const { return static_cast<int>(nodes_.size()) - 1; }
   const std::string& model_name() const { return config_.model; }
@@ -87,6 +98,8 @@ class LocalCluster {
   LocalCluster() = default;
   Status spawn(NodeProcess& node, const NodeSetup& setup, const ClusterOptions& options);
   Result<int64_t> read_queue_tokens(NodeProcess& node);
+  Duration call_timeout() const;
+  Result<TurnResult> run_turn_on(const TurnRequest& request, int de_index, bool force_pe_path);
 
   EngineConfig config_;
   std::string temp_dir_;  // made (and removed) when no data path was given

@@ -61,7 +61,8 @@ Status serve(const NodeArgs& args, transport::OobChannel& channel) {
         Status::invalid_argument(fmt::format("{} node {}: unknown or misdirected command '{}'",
                                              role_name(setup.role), setup.index, cmd));
     if (cmd == "quit") {
-      (void)send_json(channel, ok_reply(), setup.timeout);
+      (void)send_json(channel, ok_reply({{"call_id", msg->value("call_id", uint64_t{0})}}),
+                      setup.timeout);
       return Status::ok();
     } else if (cmd == "status") {
       const auto q = rt.storage_nic().read_queue.snapshot();
@@ -76,9 +77,9 @@ Status serve(const NodeArgs& args, transport::OobChannel& channel) {
       Status s = de->release(msg->value("request_id", uint64_t{0}));
       reply = s.is_ok() ? Result<Json>(Json::object()) : Result<Json>(s);
     }
-    DP_RETURN_IF_ERROR(send_json(
-        channel, reply.is_ok() ? ok_reply(std::move(reply).value()) : error_reply(reply.status()),
-        setup.timeout));
+    Json answer = reply.is_ok() ? ok_reply(std::move(reply).value()) : error_reply(reply.status());
+    answer["call_id"] = msg->value("call_id", uint64_t{0});
+    DP_RETURN_IF_ERROR(send_json(channel, answer, setup.timeout));
   }
 }
 
