@@ -28,6 +28,8 @@ using Clock = std::chrono::steady_clock;
 constexpr Duration kStartTimeout = std::chrono::seconds(60);
 // Accept in slices this long, checking between them whether the child has already exited.
 constexpr Duration kAcceptSlice = std::chrono::milliseconds(200);
+// How long a turn's failure waits for its decode node's exit to become visible (waitpid).
+constexpr auto kReapGrace = std::chrono::seconds(2);
 // A node that does not exit this long after "quit" is killed.
 constexpr auto kQuitGrace = std::chrono::seconds(5);
 
@@ -216,7 +218,14 @@ Result<TurnResult> LocalCluster::run_turn(const TurnRequest& request) {
         "decode node {} has exited; send its sessions to another decode node", request.de_index));
   }
   auto result = run_turn_on(request, request.de_index, /*force_pe_path=*/false);
-  if (result.is_ok() || decode_node_alive(request.de_index)) return result;
+  if (result.is_ok()) return result;
+  // A dead node's socket and UCX endpoints fail before the kernel has finished tearing the
+  // process down (large mappings), so give a failing node a moment to be reaped.
+  const auto reap_deadline = Clock::now() + kReapGrace;
+  while (decode_node_alive(request.de_index)) {
+    if (Clock::now() > reap_deadline) return result;  // alive: the error is the turn's own
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   // The decode node died during the turn: fail over to the PE read path on another one.
   for (int i = 1; i < decode_nodes(); ++i) {
     const int other = (request.de_index + i) % decode_nodes();
