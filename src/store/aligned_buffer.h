@@ -1,6 +1,8 @@
 #pragma once
 // AlignedBuffer: an owned, zeroed, 4096-aligned byte buffer, as O_DIRECT reads and writes need.
-// Move-only. Thread-compatible.
+// Buffers of 2 MiB or more are 2 MiB-aligned and backed by transparent huge pages when the
+// kernel allows (see aligned_buffer.cc for why). Allocate one large buffer and slice it for a
+// pool of blocks. Move-only. Thread-compatible.
 
 #include <cstddef>
 #include <cstdlib>
@@ -10,6 +12,8 @@
 #include "dualpath/result.h"
 
 namespace dualpath::store {
+
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 class AlignedBuffer {
  public:

@@ -434,7 +434,7 @@ Result<IoBatch> FileStore::write(std::span<const WriteRequest> requests) {
     encode_block_header({options_.model, item.key, options_.layout}, payload_checksum(pieces),
                         std::span<std::byte, kBlockHeaderBytes>(scratch, kBlockHeaderBytes));
     IoOp& op = batch->ops.emplace_back();
-    op.kind = IoOp::Kind::kWritevFsync;
+    op.kind = options_.sync_writes ? IoOp::Kind::kWritevFsync : IoOp::Kind::kWritev;
     op.fd = fd;
     op.tag = i;
     op.iov[op.iov_count++] = {scratch, static_cast<size_t>(kBlockHeaderBytes)};

@@ -71,6 +71,11 @@ struct FileStoreOptions {
   StorageNic* storage_nic = nullptr;
   // Look for a file on disk when the index misses (finds blocks other processes wrote).
   bool probe_disk_on_miss = true;
+  // fsync each block file before publishing it. Without it a process crash still never shows
+  // a partial block (rename publishes what the kernel holds), but after a power loss a
+  // published file may hold garbage: a checksum miss, quarantined. Off only for scratch data
+  // such as benchmark sets.
+  bool sync_writes = true;
   // Files in tmp/ older than this are leftovers of a crashed writer and are removed at open.
   // Younger ones may belong to a live writer in another process and are left alone.
   Duration stale_temp_age = std::chrono::minutes(10);

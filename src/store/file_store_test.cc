@@ -166,6 +166,19 @@ TEST_P(FileStoreTest, ConcurrentReadersAndWritersNeverSeeWrongBytes) {
   }
 }
 
+TEST_P(FileStoreTest, UnsyncedWritesStillPublishWholeVerifiedBlocks) {
+  auto opts = options_for({tmp_.path()}, direct());
+  opts.sync_writes = false;
+  auto store = FileStore::open(opts);
+  if (!store.is_ok() && direct()) GTEST_SKIP() << store.status().to_string();
+  ASSERT_TRUE(store.is_ok()) << store.status().to_string();
+  for (const Status& s : write_blocks(**store, {test_key(1), test_key(2)})) {
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+  }
+  auto r = read_block(**store, test_key(2));
+  EXPECT_TRUE(r.status.is_ok() && r.bytes_match) << r.status.to_string();
+}
+
 TEST_P(FileStoreTest, RejectsBuffersOfTheWrongSize) {
   OPEN_OR_SKIP(store, (std::vector<std::string>{tmp_.path()}));
   auto buf = AlignedBuffer::allocate(100000).value();

@@ -199,6 +199,8 @@ void IoWorker::fill_ring(Duration* next_start) {
       io_uring_prep_writev(sqe, op->fd, op->iov.data(), static_cast<unsigned>(op->iov_count),
                            static_cast<uint64_t>(op->offset_bytes));
       io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(op));
+    }
+    if (op->kind == IoOp::Kind::kWritevFsync) {
       // The link runs the fsync only after a complete write; a short or failed write cancels it.
       sqe->flags |= IOSQE_IO_LINK;
       io_uring_sqe* sync = io_uring_get_sqe(ring_.get());

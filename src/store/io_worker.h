@@ -33,9 +33,10 @@ namespace dualpath::store {
 
 class IoGroup;
 
-// One block file's I/O: a readv, or a writev linked to an fsync (write, then make it durable).
+// One block file's I/O: a readv, or a writev, normally linked to an fsync (write, then make it
+// durable).
 struct IoOp {
-  enum class Kind { kReadv, kWritevFsync };
+  enum class Kind { kReadv, kWritevFsync, kWritev };
   Kind kind = Kind::kReadv;
   int fd = -1;
   int64_t offset_bytes = 0;

@@ -84,14 +84,19 @@ Status drop_cached_pages(const std::string& dir) {
   return Status::ok();
 }
 
-// Runs `keys` through the store in batches of queue_depth with kBatchesInFlight outstanding;
+// The blocks' buffers: slices of one huge-page-backed allocation, as an engine's buffer pool.
+struct BufferPool {
+  AlignedBuffer memory;
+  std::vector<std::span<std::byte>> slots;
+};
+
+// Runs `keys` through the store in batches of `batch` blocks with kBatchesInFlight outstanding;
 // returns the elapsed seconds. Every block must succeed.
 Result<double> timed_pass(FileStore& store,
                           const std::vector<BlockKey>& keys,
-                          std::vector<AlignedBuffer>& buffers,
+                          BufferPool& buffers,
                           int batch,
                           bool write) {
-  const auto n = static_cast<size_t>(store.layout().full_block_bytes());
   std::deque<IoBatch> window;
   size_t next = 0;
   size_t batch_no = 0;
@@ -112,14 +117,14 @@ Result<double> timed_pass(FileStore& store,
       if (write) {
         std::vector<WriteRequest> reqs;
         for (size_t j = 0; j < count; ++j) {
-          reqs.push_back({keys[next + j], buffers[slot * static_cast<size_t>(batch) + j].first(n)});
+          reqs.push_back({keys[next + j], buffers.slots[slot * static_cast<size_t>(batch) + j]});
         }
         DP_ASSIGN_OR_RETURN(auto b, store.write(reqs));
         window.push_back(std::move(b));
       } else {
         std::vector<ReadRequest> reqs;
         for (size_t j = 0; j < count; ++j) {
-          reqs.push_back({keys[next + j], buffers[slot * static_cast<size_t>(batch) + j].first(n)});
+          reqs.push_back({keys[next + j], buffers.slots[slot * static_cast<size_t>(batch) + j]});
         }
         DP_ASSIGN_OR_RETURN(auto b, store.read(reqs));
         window.push_back(std::move(b));
@@ -140,7 +145,11 @@ struct CaseSetup {
   int batch = 0;  // blocks per read()/write() call
 };
 
-Result<std::unique_ptr<FileStore>> open_bench_store(const std::string& root, const CaseSetup& c) {
+// `sync`: fsync each written block. The read cases' data sets are scratch and skip it (their
+// pages are written back before each repeat anyway); the write cases measure it.
+Result<std::unique_ptr<FileStore>> open_bench_store(const std::string& root,
+                                                    const CaseSetup& c,
+                                                    bool sync) {
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
   if (ec) {
@@ -153,23 +162,25 @@ Result<std::unique_ptr<FileStore>> open_bench_store(const std::string& root, con
   o.layout = c.layout;
   o.direct_io = c.mode == "direct";
   o.queue_depth = c.queue_depth;
+  o.sync_writes = sync;
   return FileStore::open(o);
 }
 
-Result<std::vector<AlignedBuffer>> make_buffers(const CaseSetup& c) {
-  std::vector<AlignedBuffer> buffers;
+Result<BufferPool> make_buffers(const CaseSetup& c) {
+  BufferPool pool;
+  const auto block = static_cast<size_t>(c.layout.full_block_bytes());
+  const auto stride = static_cast<size_t>(round_up_to_io_align(c.layout.full_block_bytes()));
+  const size_t slots = static_cast<size_t>(c.batch) * kBatchesInFlight;
+  DP_ASSIGN_OR_RETURN(pool.memory, AlignedBuffer::allocate(stride * slots));
+  // Incompressible contents, in case the file system or device compresses.
   std::mt19937_64 rng(42);
-  for (int i = 0; i < c.batch * kBatchesInFlight; ++i) {
-    DP_ASSIGN_OR_RETURN(auto b,
-                        AlignedBuffer::allocate(static_cast<size_t>(c.layout.full_block_bytes())));
-    // Incompressible contents, in case the file system or device compresses.
-    for (size_t w = 0; w + 8 <= b.size(); w += 8) {
-      const uint64_t v = rng();
-      std::memcpy(b.data() + w, &v, 8);
-    }
-    buffers.push_back(std::move(b));
+  for (size_t w = 0; w + 8 <= pool.memory.size(); w += 8) {
+    const uint64_t v = rng();
+    std::memcpy(pool.memory.data() + w, &v, 8);
   }
-  return buffers;
+  for (size_t i = 0; i < slots; ++i)
+    pool.slots.push_back(pool.memory.span().subspan(i * stride, block));
+  return pool;
 }
 
 StoreBenchCase summarize(const CaseSetup& c,
@@ -222,7 +233,7 @@ Result<StoreBenchCase> run_read_case(const StoreBenchOptions& opt,
   std::vector<double> dp_seconds;
   std::vector<FioResult> fio_runs;
   {
-    DP_ASSIGN_OR_RETURN(auto store, open_bench_store(root, c));
+    DP_ASSIGN_OR_RETURN(auto store, open_bench_store(root, c, /*sync=*/false));
     const auto keys = bench_keys("read-set", c.blocks);
     // The data set: written once (untimed), then read once to warm metadata caches (dentries,
     // inodes), which fio also has warm after it opens its files.
@@ -264,7 +275,7 @@ Result<StoreBenchCase> run_write_case(const StoreBenchOptions& opt,
   std::vector<FioResult> fio_runs;
   for (int r = 0; r < opt.write_repeats; ++r) {
     {
-      DP_ASSIGN_OR_RETURN(auto store, open_bench_store(root, c));
+      DP_ASSIGN_OR_RETURN(auto store, open_bench_store(root, c, /*sync=*/true));
       const auto keys = bench_keys(fmt::format("write-set-{}", r), c.blocks);
       DP_ASSIGN_OR_RETURN(double s, timed_pass(*store, keys, buffers, c.batch, true));
       dp_seconds.push_back(s);
