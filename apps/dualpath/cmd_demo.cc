@@ -26,6 +26,8 @@ struct DemoArgs {
   std::string data_dir;
   int decode_nodes = 0;
   int64_t first_prompt_tokens = 512;
+  double snic_gbps = -1;
+  bool sequential = false;
   bool quiet = false;
 };
 
@@ -34,6 +36,7 @@ int run(const DemoArgs& a) {
   if (!cfg.is_ok()) return usage_error(cfg.status().message());
   if (!a.model.empty()) cfg->model = a.model;
   if (!a.data_dir.empty()) cfg->data_paths = {a.data_dir};
+  if (a.snic_gbps >= 0) cfg->snic_gbps = a.snic_gbps;
   if (a.decode_nodes > 0) {
     cfg->decode_nodes = a.decode_nodes;
   } else if (a.config_path.empty()) {
@@ -60,6 +63,7 @@ int run(const DemoArgs& a) {
   demo.seed = static_cast<uint64_t>(a.seed);
   demo.path = *path;
   demo.first_prompt_tokens = a.first_prompt_tokens;
+  demo.concurrent = !a.sequential;
   auto progress = [&](const engine::DemoTurn& t) {
     if (a.quiet) return;
     std::fprintf(stderr,
@@ -112,6 +116,11 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--decode-nodes", args->decode_nodes, "decode node processes (default 2)");
   cmd->add_option("--first-prompt-tokens", args->first_prompt_tokens,
                   "tokens of each session's first prompt (default 512)");
+  cmd->add_option("--snic-gbps", args->snic_gbps,
+                  "emulate each node's storage NIC at this many Gb/s (default: the config's, off), "
+                  "so reads queue and --path auto has queues to compare");
+  cmd->add_flag("--sequential", args->sequential,
+                "one turn at a time, sessions round-robin (default: sessions run concurrently)");
   cmd->add_flag("--quiet", args->quiet, "no progress lines on stderr");
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }

@@ -2,9 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <atomic>
-#include <chrono>
-
 namespace dualpath::engine {
 
 Status send_json(transport::OobChannel& channel, const Json& message, Duration timeout) {
@@ -22,33 +19,6 @@ Result<Json> receive_json(transport::OobChannel& channel, Duration timeout) {
         fmt::format("control message of {} bytes is not a JSON object", bytes.size()));
   }
   return j;
-}
-
-Result<Json> call(transport::OobChannel& channel, const Json& request, Duration timeout) {
-  // Replies carry the request's call id: a late reply to an earlier call that timed out on our
-  // side is skipped, never taken for this call's.
-  static std::atomic<uint64_t> next_call_id{1};  // relaxed: only has to hand out distinct ids
-  const uint64_t call_id = next_call_id.fetch_add(1, std::memory_order_relaxed);
-  Json message = request;
-  message["call_id"] = call_id;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  DP_RETURN_IF_ERROR(send_json(channel, message, timeout));
-  Json reply;
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now());
-    if (left <= Duration::zero()) {
-      return Status::timed_out(
-          fmt::format("no reply to '{}' within the deadline", request.value("cmd", std::string())));
-    }
-    DP_ASSIGN_OR_RETURN(reply, receive_json(channel, left));
-    if (reply.value("call_id", uint64_t{0}) == call_id) break;
-  }
-  if (!reply.value("ok", false)) {
-    const int code = reply.value("code", static_cast<int>(StatusCode::kInternal));
-    return Status(static_cast<StatusCode>(code), reply.value("error", std::string("no message")));
-  }
-  return reply;
 }
 
 Json ok_reply(Json fields) {

@@ -26,10 +26,6 @@ using Json = nlohmann::json;
 
 Status send_json(transport::OobChannel& channel, const Json& message, Duration timeout);
 Result<Json> receive_json(transport::OobChannel& channel, Duration timeout);
-// Sends a request (tagged with a fresh "call_id") and waits for the reply with the same id,
-// skipping late replies to earlier calls; a reply with "ok": false becomes its Status.
-Result<Json> call(transport::OobChannel& channel, const Json& request, Duration timeout);
-
 Json ok_reply(Json fields = Json::object());
 Json error_reply(const Status& status);
 

@@ -189,7 +189,10 @@ Result<Json> DecodeEngine::decode(const Json& request) {
   const auto fb = layout.full_block_bytes();
   const auto n = static_cast<int64_t>(p.tokens.size());
   HopBytes bytes;
-  bytes.de_to_pe = r->de_to_pe_bytes;  // the push thread is done with this request
+  {
+    std::lock_guard lock(mu_);  // written by the push thread, which is done with this request
+    bytes.de_to_pe = r->de_to_pe_bytes;
+  }
 
   // Decode start: DE buffer -> DE HBM, laid out [layer][token][bytes].
   const int64_t capacity_tokens = static_cast<int64_t>(r->buffer.size_bytes() / fb) * bt;

@@ -13,7 +13,8 @@
 //            blocks at once, and each generated block as soon as it is full, each as
 //            DE HBM -> DE buffer (a one-block staging lease) -> storage.
 //
-// Threads: prepare/decode/release run on the node's control thread. Push requests arrive on the
+// Threads: thread-safe; prepare/decode/release run on the node's control workers, several
+// requests at once. Push requests arrive on the
 // worker's progress thread (kPushLayerAm) and are queued to the engine's push thread, which does
 // the put, waits for it and sends the answer: a handler must never block.
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
+#include <thread>
 
 #include "compute/init_rng.h"
 #include "engine/engine_config.h"
@@ -33,30 +35,52 @@ Result<DemoReport> run_demo(LocalCluster& cluster,
   for (int s = 0; s < options.sessions; ++s) {
     sessions[s].rng = compute::SplitMix64(compute::mix64(options.seed * 1000003 + s));
   }
+  std::vector<std::vector<DemoTurn>> done(options.sessions);
+  std::mutex progress_mu;
+  auto run_turn = [&](int s, int t) -> Status {
+    Session& session = sessions[s];
+    const int64_t append =
+        t == 0 ? options.first_prompt_tokens
+               : uniform(session.rng, options.min_append_tokens, options.max_append_tokens);
+    for (int64_t i = 0; i < append; ++i) {
+      session.context.push_back(static_cast<int32_t>(session.rng.next() % shape.vocab));
+    }
+    TurnRequest request;
+    request.tokens = session.context;
+    request.gen_tokens = uniform(session.rng, options.min_gen_tokens, options.max_gen_tokens);
+    request.path = options.path;
+    request.de_index = s % cluster.decode_nodes();
+    auto result = cluster.run_turn(request);
+    if (!result.is_ok()) {
+      return result.status().with_context(fmt::format("session {} turn {}", s, t));
+    }
+    session.context.insert(session.context.end(), result->output_tokens.begin(),
+                           result->output_tokens.end());
+    done[s].push_back(DemoTurn{s, t, std::move(result).value()});
+    if (progress) {
+      std::lock_guard lock(progress_mu);
+      progress(done[s].back());
+    }
+    return Status::ok();
+  };
+  if (options.concurrent && options.sessions > 1) {
+    std::vector<Status> failures(options.sessions);
+    std::vector<std::thread> threads;
+    for (int s = 0; s < options.sessions; ++s) {
+      threads.emplace_back([&, s] {
+        for (int t = 0; t < options.turns && failures[s].is_ok(); ++t) failures[s] = run_turn(s, t);
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (const Status& f : failures) DP_RETURN_IF_ERROR(f);
+  } else {
+    for (int t = 0; t < options.turns; ++t) {
+      for (int s = 0; s < options.sessions; ++s) DP_RETURN_IF_ERROR(run_turn(s, t));
+    }
+  }
   DemoReport report;
   for (int t = 0; t < options.turns; ++t) {
-    for (int s = 0; s < options.sessions; ++s) {
-      Session& session = sessions[s];
-      const int64_t append =
-          t == 0 ? options.first_prompt_tokens
-                 : uniform(session.rng, options.min_append_tokens, options.max_append_tokens);
-      for (int64_t i = 0; i < append; ++i) {
-        session.context.push_back(static_cast<int32_t>(session.rng.next() % shape.vocab));
-      }
-      TurnRequest request;
-      request.tokens = session.context;
-      request.gen_tokens = uniform(session.rng, options.min_gen_tokens, options.max_gen_tokens);
-      request.path = options.path;
-      request.de_index = s % cluster.decode_nodes();
-      auto result = cluster.run_turn(request);
-      if (!result.is_ok()) {
-        return result.status().with_context(fmt::format("session {} turn {}", s, t));
-      }
-      session.context.insert(session.context.end(), result->output_tokens.begin(),
-                             result->output_tokens.end());
-      report.turns.push_back(DemoTurn{s, t, std::move(result).value()});
-      if (progress) progress(report.turns.back());
-    }
+    for (int s = 0; s < options.sessions; ++s) report.turns.push_back(std::move(done[s][t]));
   }
   report.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;

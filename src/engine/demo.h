@@ -2,9 +2,10 @@
 // The live demo (`dualpath demo`): agent sessions with multi-turn prompts replayed through a
 // LocalCluster. Each session starts with a prompt of random token ids (from the seed) and each
 // turn appends the turn's generated tokens plus a few hundred new ones, so contexts pass 4K
-// tokens over 20+ turns; each turn generates a short answer greedily. Sessions take turns
-// round-robin and each session decodes on one decode node (session i on node i mod D), so its
-// later turns hit the blocks its earlier turns persisted.
+// tokens over 20+ turns; each turn generates a short answer greedily. Sessions run concurrently,
+// one driver thread each (or round-robin, one turn at a time, with concurrent = false), and each
+// session decodes on one decode node (session i on node i mod D), so its later turns hit the
+// blocks its earlier turns persisted. Outputs do not depend on the interleaving.
 
 #include <cstdint>
 #include <functional>
@@ -25,6 +26,7 @@ struct DemoOptions {
   int64_t max_append_tokens = 250;
   int64_t min_gen_tokens = 16;
   int64_t max_gen_tokens = 32;
+  bool concurrent = true;
 };
 
 struct DemoTurn {
@@ -43,7 +45,8 @@ struct DemoReport {
 };
 
 // The prompt of every turn of every session is a pure function of (seed, session, turn) and the
-// outputs of its earlier turns. `progress` (may be empty) is called after every turn.
+// outputs of its earlier turns. `progress` (may be empty) is called after every turn, from the
+// session's thread, one call at a time. The report lists turns by (turn, session).
 Result<DemoReport> run_demo(LocalCluster& cluster,
                             const DemoOptions& options,
                             const std::function<void(const DemoTurn&)>& progress);

@@ -126,6 +126,33 @@ TEST(Engine, AllReadPathsGiveTheTokensOfRecomputeOver20TurnsPast4K) {
   }
 }
 
+TEST(Engine, ConcurrentSessionsByAutoGiveTheTokensOfThePePath) {
+  // Two sessions at once on one decode node; auto sends a turn to the PE side when the decode
+  // node has the other session's reads pending, so the paths mix (how much depends on the
+  // interleaving; the tokens must not).
+  std::vector<DemoReport> reports;
+  for (PathChoice path : {PathChoice::kPe, PathChoice::kAuto}) {
+    TempDir dir;
+    ClusterOptions options = test_cluster(dir.path(), 1);
+    options.config.snic_gbps = 1;  // slower reads overlap more often, so auto mixes more
+    auto cluster = LocalCluster::start(options);
+    ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
+    DemoOptions demo = long_session(path);
+    demo.sessions = 2;
+    auto report = run_demo(**cluster, demo, {});
+    ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+    reports.push_back(std::move(report).value());
+    std::fprintf(stderr, "%s", reports.back().table().c_str());
+  }
+  const store::BlockLayout layout{4, 64, 512};
+  ASSERT_EQ(reports[0].turns.size(), reports[1].turns.size());
+  for (size_t i = 0; i < reports[0].turns.size(); ++i) {
+    const TurnResult& got = reports[1].turns[i].result;
+    EXPECT_EQ(got.output_tokens, reports[0].turns[i].result.output_tokens) << "turn " << i;
+    check_accounting(got, static_cast<int64_t>(got.output_tokens.size()), layout);
+  }
+}
+
 TEST(Engine, DataDirPersistsAcrossClusters) {
   TempDir dir;
   DemoOptions demo = long_session(PathChoice::kPe);

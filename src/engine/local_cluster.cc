@@ -113,6 +113,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(ClusterOptions options
 
   DP_ASSIGN_OR_RETURN(c->listener_, transport::OobListener::listen("127.0.0.1"));
   c->nodes_.resize(1 + cfg.decode_nodes);
+  c->pending_read_tokens_.assign(c->nodes_.size(), 0);
   Json hellos = Json::array();
   for (size_t i = 0; i < c->nodes_.size(); ++i) {
     NodeProcess& node = c->nodes_[i];
@@ -158,6 +159,10 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(ClusterOptions options
                                              reply->value("error", std::string())));
     }
   }
+  for (NodeProcess& node : c->nodes_) {
+    node.link = std::make_unique<NodeLink>(std::move(node.channel),
+                                           fmt::format("{} node {}", node.role, node.index));
+  }
   return c;
 }
 
@@ -193,16 +198,16 @@ Duration LocalCluster::call_timeout() const {
 }
 
 Result<int64_t> LocalCluster::read_queue_tokens(NodeProcess& node) {
-  DP_ASSIGN_OR_RETURN(Json reply, call(*node.channel, Json{{"cmd", "status"}}, call_timeout()));
+  DP_ASSIGN_OR_RETURN(Json reply, node.link->call(Json{{"cmd", "status"}}, call_timeout()));
   return reply.value("read_queue_tokens", int64_t{0});
 }
 
 bool LocalCluster::decode_node_alive(int index) {
   NodeProcess& node = nodes_.at(1 + index);
+  std::lock_guard lock(pids_mu_);
   if (node.pid <= 0) return false;
   if (::waitpid(node.pid, nullptr, WNOHANG) == node.pid) {
     node.pid = -1;
-    node.channel.reset();
     return false;
   }
   return true;
@@ -263,26 +268,54 @@ Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
     if (request.path == PathChoice::kPe) path = ReadPathKind::kPe;
     if (request.path == PathChoice::kDe) path = ReadPathKind::kDe;
     if (request.path == PathChoice::kAuto) {
-      DP_ASSIGN_OR_RETURN(int64_t pe_q, read_queue_tokens(pe));
-      DP_ASSIGN_OR_RETURN(int64_t de_q, read_queue_tokens(de));
+      // The read queue of a node, as the scheduler sees it: the reads in flight on its storage
+      // NIC (the node's gauge) or, when larger, the hit tokens of the turns this driver has sent
+      // to it whose reads have not finished. Without the second term, turns that start
+      // together would all see empty gauges and tie.
+      std::lock_guard lock(path_mu_);
+      DP_ASSIGN_OR_RETURN(int64_t pe_gauge, read_queue_tokens(pe));
+      DP_ASSIGN_OR_RETURN(int64_t de_gauge, read_queue_tokens(de));
+      const int64_t pe_q = std::max(pe_gauge, pending_read_tokens_[0]);
+      const int64_t de_q = std::max(de_gauge, pending_read_tokens_[1 + de_index]);
       path = sched::choose_read_path(pe_q, de_q) == sched::ReadPath::kPe ? ReadPathKind::kPe
                                                                          : ReadPathKind::kDe;
+      DP_LOG_DEBUG("read queues: PE {} tokens, decode node {} {} tokens -> {} path", pe_q, de_index,
+                   de_q, path_name(path));
     }
   }
   if (force_pe_path && path == ReadPathKind::kDe) path = ReadPathKind::kPe;
   result.hit_tokens = hit;
   result.path = path;
   result.de_index = de_index;
+  // The node that reads this turn's hits carries them in its pending reads until they are read.
+  const size_t reader = path == ReadPathKind::kDe ? 1 + de_index : 0;
+  const int64_t read_tokens = path == ReadPathKind::kRecompute ? 0 : hit;
+  {
+    std::lock_guard lock(path_mu_);
+    pending_read_tokens_[reader] += read_tokens;
+  }
+  bool read_done = false;
+  auto finish_read = [&] {
+    if (read_done) return;
+    read_done = true;
+    std::lock_guard lock(path_mu_);
+    pending_read_tokens_[reader] -= read_tokens;
+  };
+  struct OnExit {
+    std::function<void()> fn;
+    ~OnExit() { fn(); }
+  } read_guard{finish_read};
 
-  const uint64_t id = next_request_id_++;
+  const uint64_t id = next_request_id_.fetch_add(1, std::memory_order_relaxed);
   PrepareRequest prepare{id, request.tokens, hit, request.gen_tokens, path == ReadPathKind::kDe};
   Json prep_msg = prepare.to_json();
   prep_msg["cmd"] = "prepare";
-  DP_ASSIGN_OR_RETURN(Json prepared, call(*de.channel, prep_msg, call_timeout()));
+  DP_ASSIGN_OR_RETURN(Json prepared, de.link->call(prep_msg, call_timeout()));
+  if (path == ReadPathKind::kDe) finish_read();
   result.bytes += HopBytes::from_json(prepared.value("bytes", Json::object()));
 
   auto fail = [&](Status s) {
-    (void)call(*de.channel, Json{{"cmd", "release"}, {"request_id", id}}, config_.request_timeout);
+    (void)de.link->call(Json{{"cmd", "release"}, {"request_id", id}}, config_.request_timeout);
     return s.with_context(
         fmt::format("turn of request {} ({} path, decode node {})", id, path_name(path), de_index));
   };
@@ -291,18 +324,18 @@ Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
                          path, de_index,       prepared.value("dram_offset", uint64_t{0})};
   Json pre_msg = prefill.to_json();
   pre_msg["cmd"] = "prefill";
-  auto prefilled = call(*pe.channel, pre_msg, call_timeout());
+  auto prefilled = pe.link->call(pre_msg, call_timeout());
+  finish_read();
   if (!prefilled.is_ok()) return fail(prefilled.status());
   result.ttft_s = std::chrono::duration<double>(Clock::now() - start).count();
   result.bytes += HopBytes::from_json(prefilled->value("bytes", Json::object()));
   result.first_logits = (*prefilled)["logits"].get<std::vector<float>>();
   result.layer_timeline = (*prefilled)["layer_timeline"];
 
-  auto decoded = call(*de.channel,
-                      Json{{"cmd", "decode"},
-                           {"request_id", id},
-                           {"first_token", prefilled->value("first_token", 0)}},
-                      call_timeout());
+  auto decoded = de.link->call(Json{{"cmd", "decode"},
+                                    {"request_id", id},
+                                    {"first_token", prefilled->value("first_token", 0)}},
+                               call_timeout());
   if (!decoded.is_ok()) return fail(decoded.status());
   result.bytes += HopBytes::from_json(decoded->value("bytes", Json::object()));
   result.output_tokens = (*decoded)["output_tokens"].get<std::vector<int32_t>>();

@@ -7,7 +7,8 @@
 //   hit tokens:  the longest cached prefix in the store (the driver opens the same data paths),
 //                at most the prompt less one token (prefill needs a new token for its logits);
 //   path:        pe, de, recompute, or auto = sched::choose_read_path on the PE node's and the
-//                DE node's read-queue gauges;
+//                DE node's read queues (each node's gauge, or the hit tokens of the turns sent to
+//                it whose reads have not finished, whichever is larger);
 //   DE prepare (buffer; on the DE path, the storage read), PE prefill (layerwise), DE decode.
 //
 // Failure: every control call has the config's request_timeout; a node that died closes its
@@ -15,18 +16,22 @@
 // deadline (docs/transport.md: shared memory cannot detect a dead peer sooner). A failed turn
 // releases its DE buffer and returns the error; nothing hangs.
 //
-// Threads: thread-compatible (one driver thread). Destruction asks every node to quit and reaps
-// it (SIGKILL after a deadline).
+// Threads: run_turn is thread-safe (sessions may run concurrently; each node serves several
+// requests at once); start and destruction are not. Destruction asks every node to quit and
+// reaps it (SIGKILL after a deadline).
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/control_channel.h"
 #include "engine/engine_config.h"
+#include "engine/node_link.h"
 #include "engine/node_runtime.h"
 #include "engine/request_fields.h"
 #include "store/file_store.h"
@@ -92,8 +97,9 @@ class LocalCluster {
   struct NodeProcess {
     std::string role;
     int index = 0;
-    pid_t pid = -1;
-    std::unique_ptr<transport::OobChannel> channel;
+    pid_t pid = -1;                                  // guarded by pids_mu_ once the cluster runs
+    std::unique_ptr<transport::OobChannel> channel;  // setup; then owned by `link`
+    std::unique_ptr<NodeLink> link;
   };
   LocalCluster() = default;
   Status spawn(NodeProcess& node, const NodeSetup& setup, const ClusterOptions& options);
@@ -106,7 +112,11 @@ class LocalCluster {
   std::unique_ptr<transport::OobListener> listener_;
   std::vector<NodeProcess> nodes_;  // [0]: the prefill node; then decode nodes by index
   std::unique_ptr<store::FileStore> store_;
-  uint64_t next_request_id_ = 1;
+  std::mutex pids_mu_;
+  // Serialises auto path decisions, so each sees the reads the previous ones sent.
+  std::mutex path_mu_;
+  std::vector<int64_t> pending_read_tokens_;  // guarded by path_mu_; per node, as nodes_
+  std::atomic<uint64_t> next_request_id_{1};  // relaxed: only hands out distinct ids
 };
 
 }  // namespace dualpath::engine

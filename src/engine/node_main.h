@@ -4,7 +4,8 @@
 // engine, sends its hello (UCX address, DRAM and HBM region descriptors), connects to the peers
 // the driver lists, then serves control requests until "quit" or until the driver goes away.
 //
-// Control requests (control_channel.h; one at a time, on the main thread):
+// Control requests (control_channel.h), read by the main thread and served by a pool of control
+// workers, several at once; each reply echoes its request's call_id:
 //   {"cmd": "prefill", ...}   PE: PrefillEngine::prefill
 //   {"cmd": "prepare", ...}   DE: DecodeEngine::prepare
 //   {"cmd": "decode", ...}    DE: DecodeEngine::decode
@@ -12,8 +13,9 @@
 //   {"cmd": "status"}         read_queue_tokens and read_queue_bytes of the node's storage NIC
 //   {"cmd": "quit"}
 //
-// Threads: the main (control) thread; the UCX worker's progress thread; the store's I/O thread;
-// on a DE, the push thread (decode_engine.h).
+// Threads: the main thread (reads the control socket); kControlWorkers control workers (serve
+// requests; one writer at a time on the socket); the UCX worker's progress thread; the store's
+// I/O thread; on a DE, the push thread (decode_engine.h).
 
 #include <cstdint>
 #include <string>

@@ -8,7 +8,7 @@
 // One engine per node process for now (g = 1). The peers' DRAM buffers and HBM arenas are
 // imported once at setup, so every data-path hop is a put into a region known in advance.
 //
-// Threads: created and connected by the node's control thread; afterwards every member is
+// Threads: created and connected by the node's main thread; afterwards every member is
 // thread-safe to use (the transport, pool and store objects are), and the peer table is
 // immutable. Destruction order is the reverse of the member order below: imported regions
 // before endpoints, the traffic manager before the worker, registered memory before the worker.

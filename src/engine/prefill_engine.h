@@ -17,7 +17,8 @@
 // and the DE buffer holds Full Blocks, block b of layer l is one contiguous put each way: Layer
 // Blocks are views, never converted.
 //
-// Threads: prefill() runs on the node's control thread, one request at a time; the
+// Threads: thread-safe; prefill() runs on the node's control workers, several requests at once
+// (each with its own leases and pass); the
 // kLayerPushedAm handler runs on the worker's progress thread and only records arrivals.
 
 #include <condition_variable>
