@@ -100,7 +100,9 @@ Json DemoReport::to_json() const {
                                                 {"output_tokens", r.output_tokens},
                                                 {"bytes", r.bytes.to_json()},
                                                 {"ttft_s", r.ttft_s},
-                                                {"tpot_s", r.tpot_s}});
+                                                {"tpot_s", r.tpot_s},
+                                                {"decode_node", r.de_index},
+                                                {"layer_timeline_s", r.layer_timeline}});
   }
   return Json{{"wall_s", wall_s}, {"sessions", sessions}};
 }

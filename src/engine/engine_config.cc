@@ -20,6 +20,12 @@ Result<ModelKvShape> model_kv_shape(const std::string& model) {
 }
 
 Status EngineConfig::validate() const {
+  if (compute == "modeled") {
+    return Status::unimplemented(fmt::format(
+        "live.compute = \"modeled\" ({}): the live engines run only the cpu backend so far "
+        "(issue 5); `dualpath sim` reads this file today",
+        model));
+  }
   DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(model));
   if (block_tokens <= 0) {
     return Status::invalid_argument(fmt::format(
@@ -84,6 +90,10 @@ Status apply_engine_config(Config& f, EngineConfig& c) {
   c.pe_dram_buffer_bytes = mib("live.pe_dram_buffer_mb", c.pe_dram_buffer_bytes);
   c.de_dram_buffer_bytes = mib("live.de_dram_buffer_mb", c.de_dram_buffer_bytes);
   c.hbm_bytes = mib("live.hbm_mb", c.hbm_bytes);
+  c.compute = f.choice("live.compute", c.compute, {"cpu", "modeled"});
+  c.kv_scale = f.positive_number("live.kv_scale", c.kv_scale, "scale of the modeled KV bytes");
+  c.time_dilation =
+      f.positive_number("live.time_dilation", c.time_dilation, "real seconds per emulated second");
   c.weights_seed = static_cast<uint64_t>(
       f.integer("live.weights_seed", static_cast<int64_t>(c.weights_seed), 0, INT64_MAX, "seed"));
   c.pipeline_depth =

@@ -8,6 +8,7 @@
 //   [store]     block_tokens = 64  data_paths = ["/mnt/kv0"]   capacity_gb = 0
 //   [live]      pe_dram_buffer_mb = 256  de_dram_buffer_mb = 256  hbm_mb = 256
 //               weights_seed = 1  request_timeout_ms = 30000  pipeline_depth = 2
+//               compute = "cpu"  kv_scale = 1  time_dilation = 1   # "modeled": not run yet
 //   [transport] tls = "sm,self" ... (transport/transport_config.h)
 //   [emulation] snic_gbps = 0                      # per node storage NIC; 0 = unlimited
 //
@@ -27,6 +28,11 @@ namespace dualpath::engine {
 
 struct EngineConfig {
   std::string model = "tiny";
+  // "cpu": the reference transformer (model is a compute/ CPU preset). "modeled": CostModel time
+  // on a dilated clock for any model/ preset; read here, not yet run by the engines.
+  std::string compute = "cpu";
+  double kv_scale = 1.0;       // modeled: KV bytes per token scaled by this
+  double time_dilation = 1.0;  // modeled: real seconds per emulated second
   uint64_t weights_seed = 1;
   int prefill_nodes = 1;
   int decode_nodes = 1;
