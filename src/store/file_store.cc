@@ -88,7 +88,8 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   DP_ASSIGN_OR_RETURN(auto victims, store->index_.reserve(0));
   store->unlink_victims(victims);
   DP_ASSIGN_OR_RETURN(store->worker_,
-                      IoWorker::start(store->options_.queue_depth, &store->nic_->limiter));
+                      IoWorker::start(store->options_.queue_depth, &store->nic_->limiter,
+                                      &store->nic_->clock));
   return store;
 }
 

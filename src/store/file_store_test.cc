@@ -325,7 +325,7 @@ TEST(FileStoreEviction, NeverEvictsABlockWhileItIsBeingRead) {
   ReadRequest req{test_key(0), buf.first(n)};
   // Another transfer holds the storage NIC for about 2 s, so the read stays queued (and block 0
   // pinned) while the writes below choose their victims.
-  (void)nic.limiter.reserve(25'000);
+  (void)nic.limiter.reserve(25'000, nic.clock.now());
   auto read = (*store)->read(std::span(&req, 1));  // pins block 0 until it finishes
   ASSERT_TRUE(read.is_ok());
 

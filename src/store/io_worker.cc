@@ -31,15 +31,19 @@ unsigned ring_entries(int queue_depth) {
 
 }  // namespace
 
-IoWorker::IoWorker(int queue_depth, TokenBucket* limiter)
-    : queue_depth_(queue_depth), limiter_(limiter), ring_(std::make_unique<io_uring>()) {}
+IoWorker::IoWorker(int queue_depth, TokenBucket* limiter, Clock* clock)
+    : queue_depth_(queue_depth),
+      limiter_(limiter),
+      clock_(clock),
+      ring_(std::make_unique<io_uring>()) {}
 
-Result<std::unique_ptr<IoWorker>> IoWorker::start(int queue_depth, TokenBucket* limiter) {
+Result<std::unique_ptr<IoWorker>> IoWorker::start(int queue_depth, TokenBucket* limiter,
+                                                  Clock* clock) {
   if (queue_depth < 1 || queue_depth > 4096) {
     return Status::invalid_argument(fmt::format(
         "queue_depth {} is out of range; use 1 to 4096 (64 is a good start)", queue_depth));
   }
-  std::unique_ptr<IoWorker> w(new IoWorker(queue_depth, limiter));
+  std::unique_ptr<IoWorker> w(new IoWorker(queue_depth, limiter, clock));
   w->wake_fd_ = eventfd(0, EFD_CLOEXEC);
   if (w->wake_fd_ < 0) {
     int err = errno;
@@ -176,10 +180,10 @@ void IoWorker::fill_ring(Duration* next_start) {
     IoOp* op = pending_.front();
     if (limiter_ != nullptr && !limiter_->unlimited()) {
       if (!op->reserved) {
-        op->not_before = limiter_->reserve(op->io_bytes);
+        op->not_before = limiter_->reserve(op->io_bytes, clock_->now());
         op->reserved = true;
       }
-      if (op->not_before > limiter_->clock().now()) {
+      if (op->not_before > clock_->now()) {
         *next_start = op->not_before;
         return;
       }
@@ -279,7 +283,7 @@ void IoWorker::run() {
     arm_wake();
     io_uring_cqe* cqe = nullptr;
     if (next_start > Duration{0}) {
-      const Duration wait = next_start - limiter_->clock().now();
+      const Duration wait = next_start - clock_->now();
       __kernel_timespec ts{};
       const int64_t ns = std::max<int64_t>(wait.count(), 1000);
       ts.tv_sec = ns / 1000000000;

@@ -25,7 +25,8 @@
 
 #include "dualpath/result.h"
 #include "dualpath/units.h"
-#include "store/token_bucket.h"
+#include "common/clock.h"
+#include "common/token_bucket.h"
 
 struct io_uring;
 
@@ -70,7 +71,8 @@ class IoWorker {
  public:
   // Starts the thread. `queue_depth` ops may be in flight at once. `limiter` (may be null) must
   // outlive the worker. kUnavailable when io_uring cannot be set up (e.g. disabled by sysctl).
-  static Result<std::unique_ptr<IoWorker>> start(int queue_depth, TokenBucket* limiter);
+  static Result<std::unique_ptr<IoWorker>> start(int queue_depth, TokenBucket* limiter,
+                                                  Clock* clock);
   // Cancels what is still queued, waits for what is in flight, then joins the thread.
   ~IoWorker();
   IoWorker(const IoWorker&) = delete;
@@ -84,7 +86,7 @@ class IoWorker {
   void cancel(IoGroup* group);
 
  private:
-  IoWorker(int queue_depth, TokenBucket* limiter);
+  IoWorker(int queue_depth, TokenBucket* limiter, Clock* clock);
   Status init_ring();
   void run();
   void take_incoming();
@@ -95,6 +97,7 @@ class IoWorker {
 
   const int queue_depth_;
   TokenBucket* const limiter_;
+  Clock* const clock_;  // the limiter's time; set whenever limiter_ is
   std::unique_ptr<io_uring> ring_;
   bool ring_ready_ = false;  // io_uring_queue_init succeeded
   int wake_fd_ = -1;

@@ -6,7 +6,9 @@
 #include <cstdint>
 
 #include "store/read_queue_gauge.h"
-#include "store/token_bucket.h"
+#include "common/clock.h"
+#include "common/token_bucket.h"
+#include "dualpath/units.h"
 
 namespace dualpath::store {
 
@@ -15,10 +17,12 @@ inline constexpr int64_t kDefaultSnicBurstBytes = int64_t{16} << 20;
 
 struct StorageNic {
   // snic_gbps <= 0: unlimited (off, the default).
-  StorageNic(double snic_gbps, Clock& clock, int64_t burst_bytes = kDefaultSnicBurstBytes)
-      : limiter(snic_gbps, burst_bytes, clock) {}
+  StorageNic(double snic_gbps, Clock& time, int64_t burst_bytes = kDefaultSnicBurstBytes)
+      : limiter(snic_gbps > 0 ? gbps_to_bytes_per_s(snic_gbps) : 0.0, burst_bytes),
+        clock(time) {}
 
   TokenBucket limiter;
+  Clock& clock;  // the time the limiter runs on (real, dilated, or manual in tests)
   ReadQueueGauge read_queue;
 };
 

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include "transport/token_bucket.h"
 
 namespace dualpath::transport {
 namespace {
@@ -50,17 +49,7 @@ TEST(ClassArbiter, AClassWakingFromIdleGetsNoCreditForTheIdleTime) {
   EXPECT_NEAR(static_cast<double>(bytes[0]), 50.0 * kPiece, 2.0 * kPiece);
 }
 
-TEST(TokenBucket, HoldsTheAverageRateAndAllowsOneBurst) {
-  using std::chrono::milliseconds;
-  TokenBucket bucket(1e9, 1'000'000, Duration(0));  // 1 GB/s, 1 MB burst
-  EXPECT_TRUE(bucket.ready(Duration(0)));
-  bucket.consume(4'000'000, Duration(0));  // overdraw by 3 MB
-  EXPECT_FALSE(bucket.ready(milliseconds(2)));
-  Duration at = bucket.ready_at(milliseconds(2));
-  EXPECT_GT(at, milliseconds(2));
-  EXPECT_LE(at, milliseconds(3) + Duration(10));
-  EXPECT_TRUE(bucket.ready(at));
-}
+// The token bucket of the CNIC limiter is common/token_bucket.h, tested there.
 
 }  // namespace
 }  // namespace dualpath::transport

@@ -9,7 +9,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "transport/token_bucket.h"
+#include "common/token_bucket.h"
 #include "transport/worker_core.h"
 
 namespace dualpath::transport {
@@ -40,8 +40,8 @@ struct TrafficManager::Core {
         arbiter(options.model_weight, options.kv_weight),
         epoch(std::chrono::steady_clock::now()) {
     if (options.rate_limit_gbps > 0) {
-      bucket.emplace(gbps_to_bytes_per_s(options.rate_limit_gbps), options.rate_burst_bytes,
-                     Duration(0));
+      bucket.emplace(gbps_to_bytes_per_s(options.rate_limit_gbps),
+                     static_cast<int64_t>(options.rate_burst_bytes));
     }
   }
 
@@ -167,7 +167,7 @@ struct TrafficManager::Core {
 
   void account(TrafficClass cls, uint64_t bytes, size_t pieces, SteadyTime now) {
     arbiter.charge(cls, bytes);
-    if (bucket) bucket->consume(bytes, since_epoch(now));
+    if (bucket) bucket->consume(static_cast<int64_t>(bytes), since_epoch(now));
     inflight_bytes += bytes;
     std::lock_guard lock(stats_mu);
     stats.bytes[static_cast<int>(cls)] += bytes;
