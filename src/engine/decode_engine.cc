@@ -110,9 +110,8 @@ Result<Json> DecodeEngine::prepare(const Json& request) {
   r->hit_blocks = p.hit_tokens / bt;
   HopBytes bytes;
   if (p.read_hits && r->hit_blocks > 0) {
-    const auto keys =
-        store::block_key_chain(kv_fingerprint(rt_.setup().model, rt_.setup().weights_seed),
-                               std::span(p.tokens).first(p.hit_tokens), bt);
+    const auto keys = store::block_key_chain(kv_fingerprint(rt_.setup().backend),
+                                             std::span(p.tokens).first(p.hit_tokens), bt);
     std::vector<store::ReadRequest> reads;
     for (int64_t b = 0; b < r->hit_blocks; ++b) {
       reads.push_back({keys[b], r->buffer.bytes().subspan(b * fb, fb)});
@@ -216,30 +215,34 @@ Result<Json> DecodeEngine::decode(const Json& request) {
 
   const auto start = Clock::now();
   std::span<std::byte> hbm_bytes = hbm.bytes();
-  auto layer_floats = [&](int64_t l, int64_t tokens) {
-    return std::span<float>(reinterpret_cast<float*>(hbm_bytes.data() + l * stride),
-                            static_cast<size_t>(tokens * row) / sizeof(float));
-  };
   // Keys of the sequence's blocks, extended as generated blocks fill.
-  const store::ModelFingerprint fp = kv_fingerprint(rt_.setup().model, rt_.setup().weights_seed);
+  const store::ModelFingerprint fp = kv_fingerprint(rt_.setup().backend);
   std::vector<int32_t> sequence = p.tokens;
   std::vector<store::BlockKey> keys = store::block_key_chain(fp, sequence, bt);
   const int64_t hit_blocks = p.hit_tokens / bt;
   for (int64_t b = hit_blocks; b < static_cast<int64_t>(keys.size()); ++b) {
     DP_RETURN_IF_ERROR(persist_block(keys[b], hbm_bytes, b, stride, bytes), "request {}", id);
   }
+  DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend, rt_.backends().make());
   std::vector<int32_t> output{request.value("first_token", 0)};
-  std::vector<std::span<const float>> kv(layers);
+  std::vector<std::span<const std::byte>> segments(layers);
+  std::vector<compute::KvLayerView> views(layers);
+  std::vector<std::byte> new_kv(static_cast<size_t>(layers * row));
   for (int64_t i = 1; i < p.gen_tokens; ++i) {
     const int64_t pos = n + i - 1;  // the position of the token fed in (output[i - 1])
-    for (int64_t l = 0; l < layers; ++l) kv[l] = layer_floats(l, pos);
-    DP_ASSIGN_OR_RETURN(compute::ForwardResult step, rt_.model().decode(kv, output.back()));
     for (int64_t l = 0; l < layers; ++l) {
-      std::span<float> dst = layer_floats(l, pos + 1).subspan(pos * row / sizeof(float));
-      std::copy(step.new_kv[l].begin(), step.new_kv[l].end(), dst.begin());
+      segments[l] = hbm_bytes.subspan(l * stride, pos * row);
+      views[l] = compute::KvLayerView(&segments[l], 1);
+    }
+    const compute::DecodeSequence seq{output.back(), pos, views, new_kv};
+    DP_ASSIGN_OR_RETURN(std::vector<compute::NextToken> next,
+                        backend->decode_step(std::span(&seq, 1)));
+    // The token's KV row joins each layer's KV in HBM (the decode kernel's own write).
+    for (int64_t l = 0; l < layers; ++l) {
+      std::copy_n(new_kv.begin() + l * row, row, hbm_bytes.begin() + l * stride + pos * row);
     }
     sequence.push_back(output.back());
-    output.push_back(compute::greedy_token(step.logits));
+    output.push_back(next.at(0).token);
     if ((pos + 1) % bt == 0) {
       const int64_t b = pos / bt;
       const store::BlockKey prev = b == 0 ? store::chain_start(fp) : keys[b - 1];

@@ -29,7 +29,7 @@ Result<DemoReport> run_demo(LocalCluster& cluster,
                             const DemoOptions& options,
                             const std::function<void(const DemoTurn&)>& progress) {
   // The vocabulary bounds the random token ids.
-  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(cluster.model_name()));
+  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(cluster.config()));
   const auto start = std::chrono::steady_clock::now();
   std::vector<Session> sessions(options.sessions);
   for (int s = 0; s < options.sessions; ++s) {

@@ -5,28 +5,16 @@
 
 #include <filesystem>
 
-#include "compute/cpu_model_config.h"
-
 namespace dualpath::engine {
 
-Result<ModelKvShape> model_kv_shape(const std::string& model) {
-  auto preset = compute::cpu_model_preset(model);
-  if (!preset.is_ok()) {
-    return Status::invalid_argument(
-        fmt::format("model.preset = '{}' is not a live model; use one of {}", model,
-                    fmt::join(compute::cpu_model_preset_names(), ", ")));
-  }
-  return ModelKvShape{preset->layers, preset->kv_bytes_per_token_per_layer(), preset->vocab};
+Result<ModelKvShape> model_kv_shape(const EngineConfig& config) {
+  DP_ASSIGN_OR_RETURN(auto factory, BackendFactory::create(config.backend_spec()));
+  return ModelKvShape{factory->kv_shape().layers, factory->kv_shape().bytes_per_token_per_layer,
+                      factory->vocab()};
 }
 
 Status EngineConfig::validate() const {
-  if (compute == "modeled") {
-    return Status::unimplemented(fmt::format(
-        "live.compute = \"modeled\" ({}): the live engines run only the cpu backend so far "
-        "(issue 5); `dualpath sim` reads this file today",
-        model));
-  }
-  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(model));
+  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(*this));
   if (block_tokens <= 0) {
     return Status::invalid_argument(fmt::format(
         "store.block_tokens = {} must be positive; 64 is the paper's block size", block_tokens));

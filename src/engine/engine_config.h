@@ -22,6 +22,7 @@
 #include "common/config.h"
 #include "dualpath/result.h"
 #include "dualpath/units.h"
+#include "engine/backend_factory.h"
 #include "transport/transport_config.h"
 
 namespace dualpath::engine {
@@ -51,6 +52,10 @@ struct EngineConfig {
   // Cross-field checks that need the model: a DRAM buffer or HBM arena smaller than one Full
   // Block, and data paths that do not exist. Errors name the key.
   Status validate() const;
+
+  BackendSpec backend_spec() const {
+    return BackendSpec{compute, model, weights_seed, kv_scale, time_dilation};
+  }
 };
 
 // Reads the sections above from `file` (other sections are left for the simulator: call
@@ -61,12 +66,12 @@ Status apply_engine_config(Config& file, EngineConfig& cfg);
 // the simulator's sections are errors.
 Result<EngineConfig> load_engine_config(const std::string& path);
 
-// KV bytes per token per layer and layers of the config's model.
+// KV bytes per token per layer, layers and vocabulary of the config's model and backend.
 struct ModelKvShape {
   int64_t layers = 0;
   int64_t bytes_per_token_per_layer = 0;
   int64_t vocab = 0;
 };
-Result<ModelKvShape> model_kv_shape(const std::string& model);
+Result<ModelKvShape> model_kv_shape(const EngineConfig& config);
 
 }  // namespace dualpath::engine

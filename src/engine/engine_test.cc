@@ -153,6 +153,35 @@ TEST(Engine, ConcurrentSessionsByAutoGiveTheTokensOfThePePath) {
   }
 }
 
+TEST(Engine, ModeledBackendTokensAgreeAcrossPaths) {
+  // The modeled backend's prefill token digests every KV row of the last layer, cached and new:
+  // it agrees across paths only if every loaded byte is right.
+  std::vector<DemoReport> reports;
+  for (PathChoice path : {PathChoice::kRecompute, PathChoice::kPe, PathChoice::kDe}) {
+    TempDir dir;
+    ClusterOptions options = test_cluster(dir.path(), 1);
+    options.config.compute = "modeled";
+    options.config.model = "tiny";       // model/'s tiny preset, priced by the CostModel
+    options.config.time_dilation = 0.2;  // emulated time runs 5x faster than real time
+    auto cluster = LocalCluster::start(options);
+    ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
+    DemoOptions demo = long_session(path);
+    demo.turns = 6;
+    auto report = run_demo(**cluster, demo, {});
+    ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+    reports.push_back(std::move(report).value());
+  }
+  for (size_t i = 1; i < reports.size(); ++i) {
+    for (size_t t = 0; t < reports[0].turns.size(); ++t) {
+      EXPECT_EQ(reports[i].turns[t].result.output_tokens, reports[0].turns[t].result.output_tokens)
+          << "path " << i << " turn " << t;
+      if (t > 0) {
+        EXPECT_GT(reports[i].turns[t].result.hit_tokens, 0);
+      }
+    }
+  }
+}
+
 TEST(Engine, DataDirPersistsAcrossClusters) {
   TempDir dir;
   DemoOptions demo = long_session(PathChoice::kPe);

@@ -103,11 +103,11 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(ClusterOptions options
     cfg.data_paths = {pattern};
   }
   DP_RETURN_IF_ERROR(cfg.validate());
-  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(cfg.model));
+  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(cfg));
 
   store::FileStoreOptions so;
   so.data_paths = cfg.data_paths;
-  so.model = kv_fingerprint(cfg.model, cfg.weights_seed);
+  so.model = kv_fingerprint(cfg.backend_spec());
   so.layout = store::BlockLayout{shape.layers, cfg.block_tokens, shape.bytes_per_token_per_layer};
   DP_ASSIGN_OR_RETURN(c->store_, store::FileStore::open(so));
 
@@ -122,8 +122,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(ClusterOptions options
     setup.index = i == 0 ? 0 : static_cast<int>(i - 1);
     node.role = std::string(role_name(setup.role));
     node.index = setup.index;
-    setup.model = cfg.model;
-    setup.weights_seed = cfg.weights_seed;
+    setup.backend = cfg.backend_spec();
     setup.block_tokens = cfg.block_tokens;
     setup.data_paths = cfg.data_paths;
     // Processes sharing the data paths split the capacity (file_store.h).
@@ -168,8 +167,13 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(ClusterOptions options
 
 LocalCluster::~LocalCluster() {
   for (NodeProcess& node : nodes_) {
-    if (node.channel)
+    if (node.link) (void)node.link->send(Json{{"cmd", "quit"}}, std::chrono::seconds(1));
+    if (node.channel) {
       (void)send_json(*node.channel, Json{{"cmd", "quit"}}, std::chrono::seconds(1));
+    }
+    // Closing the socket also tells a node to exit, should it miss the message.
+    node.link.reset();
+    node.channel.reset();
   }
   const auto deadline = Clock::now() + kQuitGrace;
   for (NodeProcess& node : nodes_) {

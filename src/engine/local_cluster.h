@@ -88,7 +88,7 @@ class LocalCluster {
   bool decode_node_alive(int index);
 
   int decode_nodes() const { return static_cast<int>(nodes_.size()) - 1; }
-  const std::string& model_name() const { return config_.model; }
+  const EngineConfig& config() const { return config_; }
   pid_t decode_pid(int index) const { return nodes_.at(1 + index).pid; }
   const std::vector<std::string>& data_paths() const { return config_.data_paths; }
   const store::BlockLayout& layout() const { return store_->layout(); }

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "compute/cpu_weights.h"
 #include "engine/engine_config.h"
 
 namespace dualpath::engine {
@@ -18,16 +17,24 @@ Result<NodeRole> parse_role(std::string_view name) {
       fmt::format("--role '{}' is not a node role; use prefill or decode", name));
 }
 
-store::ModelFingerprint kv_fingerprint(const std::string& model, uint64_t weights_seed) {
-  return store::fingerprint_of(fmt::format("cpu/{}/weights-seed={}/fp32-kv", model, weights_seed));
+store::ModelFingerprint kv_fingerprint(const BackendSpec& b) {
+  if (b.compute == "cpu") {
+    return store::fingerprint_of(
+        fmt::format("cpu/{}/weights-seed={}/fp32-kv", b.model, b.weights_seed));
+  }
+  return store::fingerprint_of(
+      fmt::format("{}/{}/seed={}/kv-scale={}", b.compute, b.model, b.weights_seed, b.kv_scale));
 }
 
 Json NodeSetup::to_json() const {
   return Json{
       {"role", role_name(role)},
       {"index", index},
-      {"model", model},
-      {"weights_seed", weights_seed},
+      {"compute", backend.compute},
+      {"model", backend.model},
+      {"weights_seed", backend.weights_seed},
+      {"kv_scale", backend.kv_scale},
+      {"time_dilation", backend.time_dilation},
       {"block_tokens", block_tokens},
       {"data_paths", data_paths},
       {"store_capacity_bytes", store_capacity_bytes},
@@ -44,8 +51,11 @@ Result<NodeSetup> NodeSetup::from_json(const Json& j) {
   NodeSetup s;
   DP_ASSIGN_OR_RETURN(s.role, parse_role(j.value("role", std::string())));
   s.index = j.value("index", 0);
-  s.model = j.value("model", s.model);
-  s.weights_seed = j.value("weights_seed", s.weights_seed);
+  s.backend.compute = j.value("compute", s.backend.compute);
+  s.backend.model = j.value("model", s.backend.model);
+  s.backend.weights_seed = j.value("weights_seed", s.backend.weights_seed);
+  s.backend.kv_scale = j.value("kv_scale", s.backend.kv_scale);
+  s.backend.time_dilation = j.value("time_dilation", s.backend.time_dilation);
   s.block_tokens = j.value("block_tokens", s.block_tokens);
   s.data_paths = j.value("data_paths", std::vector<std::string>{});
   s.store_capacity_bytes = j.value("store_capacity_bytes", int64_t{0});
@@ -62,17 +72,16 @@ Result<NodeSetup> NodeSetup::from_json(const Json& j) {
 Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup) {
   std::unique_ptr<NodeRuntime> rt(new NodeRuntime(setup));
   const std::string name = fmt::format("{}{}", role_name(setup.role), setup.index);
-  DP_ASSIGN_OR_RETURN(auto preset, compute::cpu_model_preset(setup.model));
-  DP_ASSIGN_OR_RETURN(auto weights, compute::random_weights(preset, setup.weights_seed));
-  rt->model_ = std::make_unique<compute::CpuModel>(std::move(weights));
+  DP_ASSIGN_OR_RETURN(rt->backends_, BackendFactory::create(setup.backend));
+  const compute::KvShape shape = rt->backends_->kv_shape();
   rt->layout_ =
-      store::BlockLayout{preset.layers, setup.block_tokens, preset.kv_bytes_per_token_per_layer()};
+      store::BlockLayout{shape.layers, setup.block_tokens, shape.bytes_per_token_per_layer};
   DP_RETURN_IF_ERROR(rt->layout_.validate(), "node {}", name);
 
   rt->nic_ = std::make_unique<store::StorageNic>(setup.snic_gbps, rt->clock_);
   store::FileStoreOptions so;
   so.data_paths = setup.data_paths;
-  so.model = kv_fingerprint(setup.model, setup.weights_seed);
+  so.model = kv_fingerprint(setup.backend);
   so.layout = rt->layout_;
   so.capacity_bytes = setup.store_capacity_bytes;
   so.storage_nic = rt->nic_.get();

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "compute/cpu_model.h"
+#include "engine/backend_factory.h"
 #include "engine/control_channel.h"
 #include "engine/slot_pool.h"
 #include "store/file_store.h"
@@ -39,8 +39,7 @@ Result<NodeRole> parse_role(std::string_view name);
 struct NodeSetup {
   NodeRole role = NodeRole::kPrefill;
   int index = 0;
-  std::string model = "tiny";
-  uint64_t weights_seed = 1;
+  BackendSpec backend;
   int64_t block_tokens = 64;
   std::vector<std::string> data_paths;
   int64_t store_capacity_bytes = 0;
@@ -56,8 +55,9 @@ struct NodeSetup {
   static Result<NodeSetup> from_json(const Json& j);
 };
 
-// The store's model fingerprint: the model and its weights, so KV of other weights never hits.
-store::ModelFingerprint kv_fingerprint(const std::string& model, uint64_t weights_seed);
+// The store's model fingerprint: the backend, the model, its weights and KV scale, so KV of
+// another model or other weights never hits.
+store::ModelFingerprint kv_fingerprint(const BackendSpec& backend);
 
 // A peer node of the other role: our endpoint to it and its regions, imported for that endpoint.
 struct PeerNode {
@@ -89,7 +89,8 @@ class NodeRuntime {
   SlotPool& hbm() { return *hbm_; }
   store::FileStore& store() { return *store_; }
   store::StorageNic& storage_nic() { return *nic_; }
-  const compute::CpuModel& model() const { return *model_; }
+  // Makes the backend of one request (thread-safe).
+  const BackendFactory& backends() const { return *backends_; }
   // Our own HBM arena and DRAM pool as seen through the loopback endpoint: the targets of local
   // host<->"HBM" copies.
   const transport::RemoteRegion& local_hbm() const { return *local_hbm_; }
@@ -103,7 +104,7 @@ class NodeRuntime {
   NodeSetup setup_;
   store::BlockLayout layout_;
   SteadyClock clock_;
-  std::unique_ptr<compute::CpuModel> model_;
+  std::unique_ptr<BackendFactory> backends_;
   std::unique_ptr<store::StorageNic> nic_;
   std::unique_ptr<store::FileStore> store_;
   std::unique_ptr<transport::Context> context_;

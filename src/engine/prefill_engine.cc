@@ -17,12 +17,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The slot bytes as the floats the model reads and writes. The arena is page-aligned UCX memory
-// and every offset is a whole number of KV rows (a multiple of 4 bytes), so the cast is aligned.
-std::span<float> as_floats(std::span<std::byte> bytes) {
-  return {reinterpret_cast<float*>(bytes.data()), bytes.size() / sizeof(float)};
-}
-
 }  // namespace
 
 Result<std::unique_ptr<PrefillEngine>> PrefillEngine::create(NodeRuntime& runtime) {
@@ -96,9 +90,8 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   SlotLease pe_buffer;
   if (req.path == ReadPathKind::kPe && hit_blocks > 0) {
     DP_ASSIGN_OR_RETURN(pe_buffer, rt_.dram().allocate(hit_blocks * fb));
-    const auto keys =
-        store::block_key_chain(kv_fingerprint(rt_.setup().model, rt_.setup().weights_seed),
-                               std::span(req.tokens).first(req.hit_tokens), bt);
+    const auto keys = store::block_key_chain(kv_fingerprint(rt_.setup().backend),
+                                             std::span(req.tokens).first(req.hit_tokens), bt);
     std::vector<store::ReadRequest> reads;
     for (int64_t b = 0; b < hit_blocks; ++b) {
       reads.push_back({keys[b], pe_buffer.bytes().subspan(b * fb, fb)});
@@ -120,9 +113,11 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   auto slot_offset = [&](int64_t l) { return hbm.offset_bytes() + (l % depth) * slot_bytes; };
   auto slot = [&](int64_t l) { return rt_.hbm().span().subspan(slot_offset(l), slot_bytes); };
 
-  DP_ASSIGN_OR_RETURN(
-      compute::CpuPass pass,
-      rt_.model().begin(std::span(req.tokens).subspan(req.hit_tokens), req.hit_tokens));
+  DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend, rt_.backends().make());
+  const compute::PrefillSequence sequence{std::span(req.tokens).subspan(req.hit_tokens),
+                                          req.hit_tokens};
+  DP_RETURN_IF_ERROR(backend->begin_prefill(std::span(&sequence, 1)), "request {}: begin prefill",
+                     req.request_id);
   std::vector<transport::Operation> loads(layers);
   std::vector<transport::Operation> sends(layers);
   transport::OpOptions op_options;
@@ -191,12 +186,14 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
         DP_RETURN_IF_ERROR(issue_load(next));
       }
       const auto t1 = Clock::now();
-      std::span<float> rows = as_floats(slot(l));
-      const size_t row_floats = row / sizeof(float);
+      // The layer computes in place in its HBM slot: rows [0, hit) are the loaded KV, rows
+      // [hit, n) receive the new tokens' KV.
+      const std::span<const std::byte> cached[1] = {slot(l).first(req.hit_tokens * row)};
+      const compute::KvLayerView cached_view(cached);
+      const std::span<std::byte> out[1] = {
+          slot(l).subspan(req.hit_tokens * row, (n - req.hit_tokens) * row)};
       DP_RETURN_IF_ERROR(
-          pass.forward_layer(
-              static_cast<int>(l), std::span<const float>(rows.first(req.hit_tokens * row_floats)),
-              rows.subspan(req.hit_tokens * row_floats, (n - req.hit_tokens) * row_floats)),
+          backend->prefill_layer(static_cast<int>(l), std::span(&cached_view, 1), out),
           "request {}: layer {}", req.request_id, l);
       timeline.push_back({std::chrono::duration<double>(t1 - t0).count(), seconds_since(t1)});
       DP_RETURN_IF_ERROR(issue_send(l));
@@ -213,10 +210,10 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
     std::erase_if(pushed_, [&](const auto& kv) { return kv.first.first == req.request_id; });
   }
   DP_RETURN_IF_ERROR(status);
-  DP_ASSIGN_OR_RETURN(std::vector<float> logits, pass.finish());
+  DP_ASSIGN_OR_RETURN(std::vector<compute::NextToken> next, backend->finish_prefill());
   Json reply;
-  reply["first_token"] = compute::greedy_token(logits);
-  reply["logits"] = logits;
+  reply["first_token"] = next.at(0).token;
+  reply["logits"] = next.at(0).logits;  // empty for the modeled backend
   reply["bytes"] = bytes.to_json();
   reply["prefill_s"] = seconds_since(start);
   reply["layer_timeline"] = std::move(timeline);
