@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "engine/demo.h"
@@ -258,6 +259,34 @@ TEST(Engine, DecodeNodeKilledMidRequestFailsOverToThePePathOnAnotherNode) {
   auto want = (*clean)->run_turn(request);
   ASSERT_TRUE(want.is_ok()) << want.status().to_string();
   EXPECT_EQ(turn->output_tokens, want->output_tokens);
+}
+
+TEST(Engine, CorruptHitBlockIsRecomputedNeverServed) {
+  TempDir dir;
+  auto cluster = LocalCluster::start(test_cluster(dir.path(), 1));
+  ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
+  TurnRequest request;
+  for (int i = 0; i < 300; ++i) request.tokens.push_back((i * 11) % 500);
+  request.path = PathChoice::kPe;
+  auto first = (*cluster)->run_turn(request);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  // Flip one payload byte in every stored block file.
+  int flipped = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path())) {
+    if (entry.path().extension() != ".blk") continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(8192);
+    char c = 0;
+    f.get(c);
+    f.seekp(8192);
+    f.put(static_cast<char>(c ^ 0x5a));
+    ++flipped;
+  }
+  ASSERT_GT(flipped, 0);
+  auto again = (*cluster)->run_turn(request);
+  ASSERT_TRUE(again.is_ok()) << again.status().to_string();
+  EXPECT_EQ(again->path, ReadPathKind::kRecompute);
+  EXPECT_EQ(again->output_tokens, first->output_tokens);
 }
 
 Status load_error(const std::string& toml, const std::string& dir) {

@@ -228,6 +228,15 @@ Result<TurnResult> LocalCluster::run_turn(const TurnRequest& request) {
   }
   auto result = run_turn_on(request, request.de_index, /*force_pe_path=*/false);
   if (result.is_ok()) return result;
+  if (result.status().is_not_found() && request.path != PathChoice::kRecompute) {
+    // A hit block vanished between the prefix match and the read (evicted, or quarantined as
+    // corrupt): the turn is recomputed, never served from wrong bytes.
+    DP_LOG_WARN("{}; recomputing the turn", result.status().to_string());
+    TurnRequest retry = request;
+    retry.path = PathChoice::kRecompute;
+    retry.after_prepare = nullptr;
+    return run_turn_on(retry, request.de_index, /*force_pe_path=*/false);
+  }
   // A dead node's socket and UCX endpoints fail before the kernel has finished tearing the
   // process down (large mappings), so give a failing node a moment to be reaped.
   const auto reap_deadline = Clock::now() + kReapGrace;

@@ -80,9 +80,10 @@ class LocalCluster {
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
 
-  // Runs one turn. When the turn's decode node has died (its process exited), the turn is
-  // retried once on the next live decode node by the PE read path (PAPER.md: a failed DE read
-  // path falls back to the PE's own SNIC); with no live decode node left it fails with
+  // Runs one turn. When a hit block is gone by the time it is read (kNotFound: evicted or
+  // corrupt), the turn is recomputed. When the turn's decode node has died (its process exited),
+  // the turn is retried once on the next live decode node by the PE read path (PAPER.md: a failed
+  // DE read path falls back to the PE's own SNIC); with no live decode node left it fails with
   // kUnavailable naming the dead ones.
   Result<TurnResult> run_turn(const TurnRequest& request);
   bool decode_node_alive(int index);
