@@ -15,6 +15,8 @@ Status ucx_status(ucs_status_t status, std::string_view what) {
     case UCS_ERR_REJECTED:
     case UCS_ERR_NOT_CONNECTED:
     case UCS_ERR_IO_ERROR:
+    // A shared-memory peer that died takes its segment with it: sends to it fail this way.
+    case UCS_ERR_SHMEM_SEGMENT:
       return Status::unavailable(message + "; the peer is gone or unreachable");
     case UCS_ERR_TIMED_OUT:
       return Status::timed_out(std::move(message));

@@ -166,7 +166,19 @@ Result<std::unique_ptr<Endpoint>> Worker::connect(std::span<const std::byte> pee
   Status st;
   run_sync([&] { st = core_->create_endpoint(*state, ucx_address); });
   DP_RETURN_IF_ERROR(st);
-  return std::unique_ptr<Endpoint>(new Endpoint(*this, std::move(state)));
+  auto endpoint = std::unique_ptr<Endpoint>(new Endpoint(*this, std::move(state)));
+  // Wait for the wireup: an empty flush completes once the connection is established. An
+  // endpoint closed while its wireup is still in flight trips an assertion in UCX 1.13's tcp
+  // transport (seen under load). A failure here surfaces on the endpoint's first operation.
+  auto flush = submit_rma(RmaKind::kPut, *endpoint, {}, {});
+  if (flush.is_ok()) {
+    Status wired = flush->wait();
+    if (!wired.is_ok()) {
+      DP_LOG_DEBUG("transport: worker '{}': wireup to '{}': {}", options_.name,
+                   endpoint->peer_name(), wired.to_string());
+    }
+  }
+  return endpoint;
 }
 
 Result<std::unique_ptr<MemoryRegion>> Worker::register_memory(std::span<std::byte> buffer) {

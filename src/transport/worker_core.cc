@@ -111,8 +111,23 @@ WorkerCore::WorkerCore(ucp_worker_h worker, std::string name)
     : worker_(worker), name_(std::move(name)) {}
 
 WorkerCore::~WorkerCore() {
-  // Destroying the worker releases what UCX still holds; callbacks it runs find their records.
-  if (worker_) ucp_worker_destroy(worker_);
+  if (!worker_) return;
+  // UCX asserts, when it destroys an endpoint, that every request it still holds was released
+  // by its owner. Sends abandoned to a dead peer and endpoint closes may still be in flight:
+  // give their callbacks (which free them) a bounded chance to run first.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while ((!abandoned_.empty() || closing_ > 0) && std::chrono::steady_clock::now() < until) {
+    ucp_worker_progress(worker_);
+  }
+  if (!abandoned_.empty() || closing_ > 0) {
+    // Requests to a peer that died with its shared-memory queue full never complete. Leaking
+    // the worker is the lesser harm: destroying it would abort the process inside UCX.
+    DP_LOG_WARN("transport: worker '{}': {} operations and {} endpoint closes are still held by "
+                "UCX for a lost peer; the worker is left to process exit",
+                name_, abandoned_.size(), closing_);
+    return;
+  }
+  ucp_worker_destroy(worker_);
 }
 
 void WorkerCore::stop() {
@@ -520,10 +535,16 @@ void WorkerCore::close_endpoint(EndpointState& state) {
   // without it (shared memory, loopback) is flushed and closed instead.
   bool force = state.peer_failure_mode;
   ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK;
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-  param.cb.send = [](void* request, ucs_status_t, void*) { ucp_request_free(request); };
+  param.cb.send = [](void* request, ucs_status_t, void* core) {
+    static_cast<WorkerCore*>(core)->closing_ -= 1;
+    ucp_request_free(request);
+  };
+  param.user_data = this;
   ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &param);
+  if (req != nullptr && !UCS_PTR_IS_ERR(req)) closing_ += 1;
   if (UCS_PTR_IS_ERR(req)) {
     DP_LOG_WARN("transport: worker '{}': closing endpoint to '{}' failed: {}", name_,
                 state.peer_name, ucs_status_string(UCS_PTR_STATUS(req)));

@@ -146,6 +146,7 @@ class WorkerCore {
   std::unordered_map<uint64_t, std::unique_ptr<Pending>> pending_;
   std::set<std::pair<SteadyTime, uint64_t>> deadlines_;  // (deadline, pending id)
   std::vector<std::unique_ptr<Pending>> abandoned_;      // completed by us, UCX may still call back
+  int closing_ = 0;  // endpoint closes in flight (their callback frees the request)
   uint64_t next_timer_id_ = 1;
   std::map<TimerKey, std::function<void()>> timers_;
   std::map<uint16_t, std::unique_ptr<AmSlot>> am_slots_;
