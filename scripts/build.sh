@@ -8,6 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 variant="${1:-default}"; shift || true
 jobs="${DUALPATH_JOBS:-$(nproc)}"
+# ccache across checkouts: paths below the source tree are hashed relative to it, and the working
+# directory is not hashed, so a fresh clone (CI) reuses what any other clone compiled.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 case "$variant" in
   default) dir=build; extra=() ;;
   asan) dir=build-asan; extra=(-DDUALPATH_SANITIZE=address,undefined -DDUALPATH_BUILD_BENCHMARKS=OFF) ;;
