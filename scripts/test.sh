@@ -12,7 +12,7 @@ export CI="${CI:-true}"   # warnings are errors in tests
 [ "${1:-}" = "quick" ] && exit 0
 ./scripts/build.sh asan
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --output-on-failure -j 2 -LE no-asan)
+  LSAN_OPTIONS="suppressions=$PWD/../scripts/lsan.supp" ctest --output-on-failure -j 2 -LE no-asan)
 # TSan: only the suites labelled `tsan` (the concurrent parts), and only their targets are built.
 tsan_tests=$(cd build && ctest -N -L tsan | sed -n 's/^ *Test *#[0-9]*: //p')
 if [ -n "$tsan_tests" ]; then
