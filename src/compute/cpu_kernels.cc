@@ -33,15 +33,19 @@ constexpr int64_t kQueryBlock = 16;
 // float address.
 using Vec8 = float __attribute__((vector_size(32), aligned(4)));
 
-// The 4 x 16 register tile: acc[r][c] += x[r][i] * w[i][c] over the whole `in` range, eight
-// accumulators that stay in registers. Element for element the same operations, in the same
-// order, as rows_streamed.
-[[gnu::always_inline]] inline void tile_4x16(
+// The 4-row register tile over two vectors of columns (V = Vec8: 4 x 16; V = Vec16: 4 x 32):
+// acc[r][c] += x[r][i] * w[i][c] over the whole `in` range, eight accumulators that stay in
+// registers. Element for element the same operations, in the same order, as rows_streamed, for
+// either vector width, so every variant gives the same bits. Inlined into its caller, which
+// carries the target (x86-64-v4 for Vec16).
+template <typename V>
+[[gnu::always_inline]] inline void tile_4x2v(
     const float* x, int64_t ldx, int64_t in, const float* w, int64_t ldw, float* y, int64_t ldy) {
-  Vec8 a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  V a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
   for (int64_t i = 0; i < in; ++i) {
-    const Vec8 w0 = *reinterpret_cast<const Vec8*>(w + i * ldw);
-    const Vec8 w1 = *reinterpret_cast<const Vec8*>(w + i * ldw + 8);
+    const V w0 = *reinterpret_cast<const V*>(w + i * ldw);
+    const V w1 = *reinterpret_cast<const V*>(w + i * ldw + kLanes);
     const float x0 = x[i], x1 = x[ldx + i], x2 = x[2 * ldx + i], x3 = x[3 * ldx + i];
     a00 += x0 * w0;
     a01 += x0 * w1;
@@ -52,14 +56,14 @@ using Vec8 = float __attribute__((vector_size(32), aligned(4)));
     a30 += x3 * w0;
     a31 += x3 * w1;
   }
-  *reinterpret_cast<Vec8*>(y) = a00;
-  *reinterpret_cast<Vec8*>(y + 8) = a01;
-  *reinterpret_cast<Vec8*>(y + ldy) = a10;
-  *reinterpret_cast<Vec8*>(y + ldy + 8) = a11;
-  *reinterpret_cast<Vec8*>(y + 2 * ldy) = a20;
-  *reinterpret_cast<Vec8*>(y + 2 * ldy + 8) = a21;
-  *reinterpret_cast<Vec8*>(y + 3 * ldy) = a30;
-  *reinterpret_cast<Vec8*>(y + 3 * ldy + 8) = a31;
+  *reinterpret_cast<V*>(y) = a00;
+  *reinterpret_cast<V*>(y + kLanes) = a01;
+  *reinterpret_cast<V*>(y + ldy) = a10;
+  *reinterpret_cast<V*>(y + ldy + kLanes) = a11;
+  *reinterpret_cast<V*>(y + 2 * ldy) = a20;
+  *reinterpret_cast<V*>(y + 2 * ldy + kLanes) = a21;
+  *reinterpret_cast<V*>(y + 3 * ldy) = a30;
+  *reinterpret_cast<V*>(y + 3 * ldy + kLanes) = a31;
 }
 
 // Fewer than kRowTile rows (a decode step, the LM head of the last token, a block's leftover
@@ -87,35 +91,9 @@ using Vec8 = float __attribute__((vector_size(32), aligned(4)));
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// The 4 x 32 tile for CPUs with AVX-512: sixteen floats per register, the same element-wise
-// operations as tile_4x16 (so the same bits), twice the work per instruction.
+// AVX-512: the tile with sixteen floats per register (4 x 32), the same element-wise operations
+// as the 4 x 16 tile (so the same bits), twice the work per instruction.
 using Vec16 = float __attribute__((vector_size(64), aligned(4)));
-
-[[gnu::target("arch=x86-64-v4"), gnu::always_inline]] inline void tile_4x32(
-    const float* x, int64_t ldx, int64_t in, const float* w, int64_t ldw, float* y, int64_t ldy) {
-  Vec16 a00 = {}, a01 = {}, a10 = {}, a11 = {}, a20 = {}, a21 = {}, a30 = {}, a31 = {};
-  for (int64_t i = 0; i < in; ++i) {
-    const Vec16 w0 = *reinterpret_cast<const Vec16*>(w + i * ldw);
-    const Vec16 w1 = *reinterpret_cast<const Vec16*>(w + i * ldw + 16);
-    const float x0 = x[i], x1 = x[ldx + i], x2 = x[2 * ldx + i], x3 = x[3 * ldx + i];
-    a00 += x0 * w0;
-    a01 += x0 * w1;
-    a10 += x1 * w0;
-    a11 += x1 * w1;
-    a20 += x2 * w0;
-    a21 += x2 * w1;
-    a30 += x3 * w0;
-    a31 += x3 * w1;
-  }
-  *reinterpret_cast<Vec16*>(y) = a00;
-  *reinterpret_cast<Vec16*>(y + 16) = a01;
-  *reinterpret_cast<Vec16*>(y + ldy) = a10;
-  *reinterpret_cast<Vec16*>(y + ldy + 16) = a11;
-  *reinterpret_cast<Vec16*>(y + 2 * ldy) = a20;
-  *reinterpret_cast<Vec16*>(y + 2 * ldy + 16) = a21;
-  *reinterpret_cast<Vec16*>(y + 3 * ldy) = a30;
-  *reinterpret_cast<Vec16*>(y + 3 * ldy + 16) = a31;
-}
 
 [[gnu::target("arch=x86-64-v4")]] void matmul_v4(const float* x,
                                                  int64_t ldx,
@@ -132,14 +110,14 @@ using Vec16 = float __attribute__((vector_size(64), aligned(4)));
     int64_t c0 = 0;
     for (; c0 + 2 * kColTile <= out; c0 += 2 * kColTile) {
       for (int64_t r0 = b0; r0 < b1; r0 += kRowTile) {
-        tile_4x32(x + r0 * ldx, ldx, in, w + c0, ldw, y + r0 * ldy + c0, ldy);
+        tile_4x2v<Vec16>(x + r0 * ldx, ldx, in, w + c0, ldw, y + r0 * ldy + c0, ldy);
       }
     }
     for (; c0 < out; c0 += kColTile) {
       const int64_t cols = std::min(kColTile, out - c0);
       if (cols == kColTile) {
         for (int64_t r0 = b0; r0 < b1; r0 += kRowTile) {
-          tile_4x16(x + r0 * ldx, ldx, in, w + c0, ldw, y + r0 * ldy + c0, ldy);
+          tile_4x2v<Vec8>(x + r0 * ldx, ldx, in, w + c0, ldw, y + r0 * ldy + c0, ldy);
         }
       } else {
         rows_streamed(x + b0 * ldx, ldx, b1 - b0, in, w + c0, ldw, cols, y + b0 * ldy + c0, ldy);
@@ -181,7 +159,7 @@ DP_KERNEL void matmul_strided(const float* x,
       const int64_t cols = std::min(kColTile, out - c0);
       if (cols == kColTile) {
         for (int64_t r0 = b0; r0 < b1; r0 += kRowTile) {
-          tile_4x16(x + r0 * ldx, ldx, in, w + c0, ldw, y + r0 * ldy + c0, ldy);
+          tile_4x2v<Vec8>(x + r0 * ldx, ldx, in, w + c0, ldw, y + r0 * ldy + c0, ldy);
         }
       } else {
         rows_streamed(x + b0 * ldx, ldx, b1 - b0, in, w + c0, ldw, cols, y + b0 * ldy + c0, ldy);
