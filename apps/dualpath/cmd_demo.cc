@@ -36,7 +36,10 @@ int run(const DemoArgs& a) {
   if (!cfg.is_ok()) return usage_error(cfg.status().message());
   if (!a.model.empty()) cfg->model = a.model;
   if (!a.data_dir.empty()) cfg->data_paths = {a.data_dir};
-  if (a.snic_gbps >= 0) cfg->snic_gbps = a.snic_gbps;
+  if (a.snic_gbps >= 0) {
+    cfg->snic_gbps = a.snic_gbps;
+    cfg->snic_from_hardware = false;
+  }
   if (a.decode_nodes > 0) {
     cfg->decode_nodes = a.decode_nodes;
   } else if (a.config_path.empty()) {

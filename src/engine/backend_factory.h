@@ -11,13 +11,18 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "common/clock.h"
 #include "compute/compute_backend.h"
 #include "compute/cpu_weights.h"
 #include "dualpath/result.h"
 #include "model/cost_model.h"
+#include "model/hardware_spec.h"
 
 namespace dualpath::engine {
+
+using Json = nlohmann::json;
 
 struct BackendSpec {
   std::string compute = "cpu";  // "cpu" (a compute/ CPU preset) or "modeled" (a model/ preset)
@@ -25,6 +30,14 @@ struct BackendSpec {
   uint64_t weights_seed = 1;
   double kv_scale = 1.0;
   double time_dilation = 1.0;
+  // modeled: what the CostModel prices (the config's [hardware] and [efficiency], as the
+  // simulator reads them; empty name = the h800 preset) and how many DE GPUs share the weights.
+  model::HardwareSpec hardware;
+  model::Efficiency efficiency;
+  int decode_ep_gpus = 1;
+
+  Json to_json() const;
+  static Result<BackendSpec> from_json(const Json& j);
 };
 
 class BackendFactory {
@@ -32,7 +45,9 @@ class BackendFactory {
   // Errors name the key: live.compute, model.preset.
   static Result<std::unique_ptr<BackendFactory>> create(const BackendSpec& spec);
 
-  Result<std::unique_ptr<compute::ComputeBackend>> make() const;
+  // `digest_kv` = false: a modeled prefill's token does not read the cached KV (the oracle mode,
+  // where no KV is loaded); the CPU model always reads it.
+  Result<std::unique_ptr<compute::ComputeBackend>> make(bool digest_kv = true) const;
   compute::KvShape kv_shape() const { return shape_; }
   int32_t vocab() const { return vocab_; }
 

@@ -106,7 +106,10 @@ Result<Json> DecodeEngine::prepare(const Json& request) {
         p.request_id, p.hit_tokens, n, p.gen_tokens));
   }
   const int64_t blocks = (n + p.gen_tokens + bt - 1) / bt;
-  DP_ASSIGN_OR_RETURN(r->buffer, rt_.dram().allocate(blocks * fb));
+  // Oracle: the KV is taken to be in HBM already, so the request needs no DE buffer.
+  if (!p.oracle) {
+    DP_ASSIGN_OR_RETURN(r->buffer, rt_.dram().allocate(blocks * fb));
+  }
   r->hit_blocks = p.hit_tokens / bt;
   HopBytes bytes;
   if (p.read_hits && r->hit_blocks > 0) {
@@ -194,10 +197,10 @@ Result<Json> DecodeEngine::decode(const Json& request) {
   }
 
   // Decode start: DE buffer -> DE HBM, laid out [layer][token][bytes].
-  const int64_t capacity_tokens = static_cast<int64_t>(r->buffer.size_bytes() / fb) * bt;
+  const int64_t capacity_tokens = (n + p.gen_tokens + bt - 1) / bt * bt;
   const int64_t stride = capacity_tokens * row;
   DP_ASSIGN_OR_RETURN(SlotLease hbm, rt_.hbm().allocate(layers * stride));
-  {
+  if (!p.oracle) {
     std::vector<transport::RmaRequest> puts;
     for (int64_t b = 0; b * bt < n; ++b) {
       const int64_t tokens = std::min(bt, n - b * bt);
@@ -220,7 +223,9 @@ Result<Json> DecodeEngine::decode(const Json& request) {
   std::vector<int32_t> sequence = p.tokens;
   std::vector<store::BlockKey> keys = store::block_key_chain(fp, sequence, bt);
   const int64_t hit_blocks = p.hit_tokens / bt;
-  for (int64_t b = hit_blocks; b < static_cast<int64_t>(keys.size()); ++b) {
+  // Oracle: no D2H, so nothing is persisted (the driver names the next turn's hits itself).
+  const bool persist = !p.oracle;
+  for (int64_t b = hit_blocks; persist && b < static_cast<int64_t>(keys.size()); ++b) {
     DP_RETURN_IF_ERROR(persist_block(keys[b], hbm_bytes, b, stride, bytes), "request {}", id);
   }
   DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend, rt_.backends().make());
@@ -243,7 +248,7 @@ Result<Json> DecodeEngine::decode(const Json& request) {
     }
     sequence.push_back(output.back());
     output.push_back(next.at(0).token);
-    if ((pos + 1) % bt == 0) {
+    if (persist && (pos + 1) % bt == 0) {
       const int64_t b = pos / bt;
       const store::BlockKey prev = b == 0 ? store::chain_start(fp) : keys[b - 1];
       keys.push_back(store::next_block_key(prev, std::span(sequence).subspan(b * bt, bt)));

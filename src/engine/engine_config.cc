@@ -3,9 +3,31 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 
+#include "model/cost_config.h"
+
 namespace dualpath::engine {
+
+BackendSpec EngineConfig::backend_spec() const {
+  BackendSpec b;
+  b.compute = compute;
+  b.model = model;
+  b.weights_seed = weights_seed;
+  b.kv_scale = kv_scale;
+  b.time_dilation = time_dilation;
+  b.hardware = hardware;
+  b.efficiency = efficiency;
+  b.decode_ep_gpus = std::min(de_ep_nodes, decode_nodes) * hardware.gpus_per_node;
+  return b;
+}
+
+double EngineConfig::emulated_snic_gbps() const {
+  if (!snic_from_hardware) return snic_gbps;
+  return bytes_per_s_to_gbps(hardware.node_snic_bytes_per_s()) * efficiency.storage_efficiency *
+         kv_scale / time_dilation;
+}
 
 Result<ModelKvShape> model_kv_shape(const EngineConfig& config) {
   DP_ASSIGN_OR_RETURN(auto factory, BackendFactory::create(config.backend_spec()));
@@ -91,6 +113,16 @@ Status apply_engine_config(Config& f, EngineConfig& c) {
                 std::chrono::duration_cast<std::chrono::milliseconds>(c.request_timeout).count(), 1,
                 3'600'000, "ms"));
   c.snic_gbps = f.non_negative_number("emulation.snic_gbps", c.snic_gbps, "Gb/s; 0 = unlimited");
+  c.snic_from_hardware = c.compute == "modeled" && !f.has("emulation.snic_gbps");
+  if (c.hardware.name.empty()) {
+    if (auto h800 = model::hardware_preset("h800"); h800.is_ok()) c.hardware = *h800;
+  }
+  model::apply_hardware_config(f, c.hardware);
+  model::apply_efficiency_config(f, c.efficiency);
+  c.pe_ep_nodes = static_cast<int>(
+      f.integer("cluster.pe_ep_nodes", c.pe_ep_nodes, 1, 1000, "nodes per prefill EP group"));
+  c.de_ep_nodes = static_cast<int>(
+      f.integer("cluster.de_ep_nodes", c.de_ep_nodes, 1, 1000, "nodes per decode EP group"));
   c.transport = transport::read_transport_config(f);
   if (c.transport.context.transports.empty()) c.transport.context.transports = "sm,self";
   return Status::ok();

@@ -7,10 +7,18 @@
 //   [cluster]   prefill_nodes = 1  decode_nodes = 2
 //   [store]     block_tokens = 64  data_paths = ["/mnt/kv0"]   capacity_gb = 0
 //   [live]      pe_dram_buffer_mb = 256  de_dram_buffer_mb = 256  hbm_mb = 256
-//               weights_seed = 1  request_timeout_ms = 30000  pipeline_depth = 2
+//               weights_seed = 1  request_timeout_ms = 30000  pipeline_depth = 3
 //               compute = "cpu"  kv_scale = 1  time_dilation = 1   # "modeled": not run yet
 //   [transport] tls = "sm,self" ... (transport/transport_config.h)
 //   [emulation] snic_gbps = 0                      # per node storage NIC; 0 = unlimited
+//   [hardware] [efficiency]                        # modeled: what the CostModel prices, read
+//                                                  # as the simulator reads them
+//   [cluster]   pe_ep_nodes  de_ep_nodes  (hardware.gpus_per_node GPUs each)
+//
+// With compute = "modeled" and no emulation.snic_gbps, each node's storage NIC is emulated at
+// the rate the simulator gives it, in the live system's units: hardware.snic_gbps x
+// snics_per_node x efficiency.storage_efficiency x kv_scale / time_dilation. A PE node computes
+// at most hardware.gpus_per_node prefills at once (one per GPU).
 //
 // Errors name the key (store.block_tokens, live.de_dram_buffer_mb, model.preset,
 // store.data_paths) and say what to change. Thread-compatible (a value type).
@@ -23,6 +31,8 @@
 #include "dualpath/result.h"
 #include "dualpath/units.h"
 #include "engine/backend_factory.h"
+#include "model/cost_model.h"
+#include "model/hardware_spec.h"
 #include "transport/transport_config.h"
 
 namespace dualpath::engine {
@@ -43,19 +53,31 @@ struct EngineConfig {
   uint64_t pe_dram_buffer_bytes = 256ull << 20;
   uint64_t de_dram_buffer_bytes = 256ull << 20;
   uint64_t hbm_bytes = 256ull << 20;
-  // Layers whose KV may be in flight at once on a PE (2: layer l+1 loads while l computes).
-  int pipeline_depth = 2;
+  // HBM layer slots per prefill on a PE. 3 (the default): while layer l computes, layer l+1's
+  // hit KV loads into one slot and layer l-1's KV leaves for the DE buffer from another. 2 also
+  // works, but then loading l+1 must wait for l-1's PD transfer (measured by `dualpath bench
+  // overlap`: the PE path's layers took 1.17x compute-only with 2, vs 1.04x for the DE path,
+  // whose PD transfer is only the miss tokens).
+  int pipeline_depth = 3;
   Duration request_timeout = std::chrono::seconds(30);
   double snic_gbps = 0;
+  bool snic_from_hardware = false;  // modeled without emulation.snic_gbps: derived (above)
+  model::HardwareSpec hardware;     // modeled: [hardware] (h800 and its overrides)
+  model::Efficiency efficiency;     // modeled: [efficiency]
+  int pe_ep_nodes = 1;
+  int de_ep_nodes = 1;
   transport::TransportConfig transport;
+
+  // The storage NIC rate each node's limiter enforces, Gb/s of real time (0 = unlimited).
+  double emulated_snic_gbps() const;
+  // Prefills a PE node computes at once: its GPUs with the modeled backend, else no limit.
+  int compute_slots() const { return compute == "modeled" ? hardware.gpus_per_node : 0; }
 
   // Cross-field checks that need the model: a DRAM buffer or HBM arena smaller than one Full
   // Block, and data paths that do not exist. Errors name the key.
   Status validate() const;
 
-  BackendSpec backend_spec() const {
-    return BackendSpec{compute, model, weights_seed, kv_scale, time_dilation};
-  }
+  BackendSpec backend_spec() const;
 };
 
 // Reads the sections above from `file` (other sections are left for the simulator: call

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <thread>
@@ -40,8 +41,9 @@ Result<PathChoice> parse_path_choice(std::string_view name) {
   if (name == "de") return PathChoice::kDe;
   if (name == "auto") return PathChoice::kAuto;
   if (name == "recompute") return PathChoice::kRecompute;
+  if (name == "oracle") return PathChoice::kOracle;
   return Status::invalid_argument(
-      fmt::format("--path '{}' is not one of pe, de, auto, recompute", name));
+      fmt::format("--path '{}' is not one of pe, de, auto, recompute, oracle", name));
 }
 
 Status LocalCluster::spawn(NodeProcess& node,
@@ -133,7 +135,8 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(ClusterOptions options
     setup.timeout = cfg.request_timeout;
     setup.transports = cfg.transport.context.transports;
     setup.net_devices = cfg.transport.context.net_devices;
-    setup.snic_gbps = cfg.snic_gbps;
+    setup.snic_gbps = cfg.emulated_snic_gbps();
+    setup.compute_slots = i == 0 ? cfg.compute_slots() : 0;
     DP_RETURN_IF_ERROR(c->spawn(node, setup, options));
     auto hello = receive_json(*node.channel, kStartTimeout);
     if (!hello.is_ok())
@@ -275,7 +278,15 @@ Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
 
   ReadPathKind path = ReadPathKind::kRecompute;
   int64_t hit = 0;
-  if (request.path != PathChoice::kRecompute) {
+  if (request.path == PathChoice::kOracle) {
+    if (config_.compute != "modeled") {
+      return Status::invalid_argument(
+          "the oracle path needs live.compute = \"modeled\": it loads no KV, and the CPU model "
+          "cannot compute without it");
+    }
+    path = ReadPathKind::kOracle;
+    hit = std::clamp<int64_t>(request.oracle_hit_tokens / bt * bt, 0, ((n - 1) / bt) * bt);
+  } else if (request.path != PathChoice::kRecompute) {
     hit = store_->longest_cached_prefix(request.tokens).hit_tokens(store_->layout());
     hit = std::min(hit, ((n - 1) / bt) * bt);  // leave at least one new token
     if (request.path == PathChoice::kPe) path = ReadPathKind::kPe;
@@ -302,7 +313,8 @@ Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
   result.de_index = de_index;
   // The node that reads this turn's hits carries them in its pending reads until they are read.
   const size_t reader = path == ReadPathKind::kDe ? 1 + de_index : 0;
-  const int64_t read_tokens = path == ReadPathKind::kRecompute ? 0 : hit;
+  const int64_t read_tokens =
+      path == ReadPathKind::kRecompute || path == ReadPathKind::kOracle ? 0 : hit;
   {
     std::lock_guard lock(path_mu_);
     pending_read_tokens_[reader] += read_tokens;
@@ -320,7 +332,12 @@ Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
   } read_guard{finish_read};
 
   const uint64_t id = next_request_id_.fetch_add(1, std::memory_order_relaxed);
-  PrepareRequest prepare{id, request.tokens, hit, request.gen_tokens, path == ReadPathKind::kDe};
+  PrepareRequest prepare{id,
+                         request.tokens,
+                         hit,
+                         request.gen_tokens,
+                         path == ReadPathKind::kDe,
+                         path == ReadPathKind::kOracle};
   Json prep_msg = prepare.to_json();
   prep_msg["cmd"] = "prepare";
   DP_ASSIGN_OR_RETURN(Json prepared, de.link->call(prep_msg, call_timeout()));

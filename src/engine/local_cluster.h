@@ -46,7 +46,7 @@ struct ClusterOptions {
   std::vector<std::string> node_args = {"node"};
 };
 
-enum class PathChoice { kPe, kDe, kAuto, kRecompute };
+enum class PathChoice { kPe, kDe, kAuto, kRecompute, kOracle };
 Result<PathChoice> parse_path_choice(std::string_view name);
 
 struct TurnRequest {
@@ -54,6 +54,9 @@ struct TurnRequest {
   int64_t gen_tokens = 16;
   PathChoice path = PathChoice::kAuto;
   int de_index = 0;
+  // kOracle: the hit tokens (rounded down to whole blocks), since the oracle persists nothing
+  // for the store to match; the replay's context (hits only within an agent's session).
+  int64_t oracle_hit_tokens = 0;
   // Fault injection for tests: runs after the DE has prepared the request's buffer and before
   // the PE starts the prefill (e.g. to SIGKILL the decode node mid-request).
   std::function<void()> after_prepare;

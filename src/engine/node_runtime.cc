@@ -30,11 +30,8 @@ Json NodeSetup::to_json() const {
   return Json{
       {"role", role_name(role)},
       {"index", index},
-      {"compute", backend.compute},
-      {"model", backend.model},
-      {"weights_seed", backend.weights_seed},
-      {"kv_scale", backend.kv_scale},
-      {"time_dilation", backend.time_dilation},
+      {"backend", backend.to_json()},
+      {"compute_slots", compute_slots},
       {"block_tokens", block_tokens},
       {"data_paths", data_paths},
       {"store_capacity_bytes", store_capacity_bytes},
@@ -51,11 +48,8 @@ Result<NodeSetup> NodeSetup::from_json(const Json& j) {
   NodeSetup s;
   DP_ASSIGN_OR_RETURN(s.role, parse_role(j.value("role", std::string())));
   s.index = j.value("index", 0);
-  s.backend.compute = j.value("compute", s.backend.compute);
-  s.backend.model = j.value("model", s.backend.model);
-  s.backend.weights_seed = j.value("weights_seed", s.backend.weights_seed);
-  s.backend.kv_scale = j.value("kv_scale", s.backend.kv_scale);
-  s.backend.time_dilation = j.value("time_dilation", s.backend.time_dilation);
+  DP_ASSIGN_OR_RETURN(s.backend, BackendSpec::from_json(j.value("backend", Json::object())));
+  s.compute_slots = j.value("compute_slots", s.compute_slots);
   s.block_tokens = j.value("block_tokens", s.block_tokens);
   s.data_paths = j.value("data_paths", std::vector<std::string>{});
   s.store_capacity_bytes = j.value("store_capacity_bytes", int64_t{0});

@@ -45,7 +45,10 @@ struct NodeSetup {
   int64_t store_capacity_bytes = 0;
   uint64_t dram_buffer_bytes = 0;
   uint64_t hbm_bytes = 0;
-  int pipeline_depth = 2;
+  int pipeline_depth = 3;
+  // Prefills that compute at once on a PE node (its GPUs, each running its own requests); 0 =
+  // no limit (the CPU model, which computes on the CPU).
+  int compute_slots = 0;
   Duration timeout = std::chrono::seconds(30);
   std::string transports = "sm,self";
   std::string net_devices;

@@ -39,6 +39,27 @@ void PrefillEngine::on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t
   cv_.notify_all();
 }
 
+Result<PrefillEngine::ComputeSlot> PrefillEngine::acquire_compute_slot(
+    Clock::time_point deadline) {
+  const int slots = rt_.setup().compute_slots;
+  if (slots <= 0) return ComputeSlot();
+  std::unique_lock lock(mu_);
+  if (!cv_.wait_until(lock, deadline, [&] { return busy_slots_ < slots; })) {
+    return Status::timed_out(fmt::format(
+        "no free GPU on the prefill node within the request timeout ({} busy)", busy_slots_));
+  }
+  ++busy_slots_;
+  return ComputeSlot(this);
+}
+
+void PrefillEngine::release_compute_slot() {
+  {
+    std::lock_guard lock(mu_);
+    --busy_slots_;
+  }
+  cv_.notify_all();
+}
+
 Status PrefillEngine::wait_layer_pushed(uint64_t request_id,
                                         uint32_t layer,
                                         Clock::time_point deadline) {
@@ -113,7 +134,9 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   auto slot_offset = [&](int64_t l) { return hbm.offset_bytes() + (l % depth) * slot_bytes; };
   auto slot = [&](int64_t l) { return rt_.hbm().span().subspan(slot_offset(l), slot_bytes); };
 
-  DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend, rt_.backends().make());
+  const bool oracle = req.path == ReadPathKind::kOracle;
+  DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend,
+                      rt_.backends().make(/*digest_kv=*/!oracle));
   const compute::PrefillSequence sequence{std::span(req.tokens).subspan(req.hit_tokens),
                                           req.hit_tokens};
   DP_RETURN_IF_ERROR(backend->begin_prefill(std::span(&sequence, 1)), "request {}: begin prefill",
@@ -123,7 +146,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   transport::OpOptions op_options;
 
   auto issue_load = [&](int64_t l) -> Status {
-    if (hit_blocks == 0) return Status::ok();
+    if (hit_blocks == 0 || oracle) return Status::ok();
     op_options.timeout = remaining();
     if (req.path == ReadPathKind::kPe) {
       std::vector<transport::RmaRequest> puts;
@@ -143,7 +166,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
     return Status::ok();
   };
   auto wait_load = [&](int64_t l) -> Status {
-    if (hit_blocks == 0) return Status::ok();
+    if (hit_blocks == 0 || oracle) return Status::ok();
     DP_RETURN_IF_ERROR(loads[l].wait(), "request {}: load layer {}", req.request_id, l);
     if (req.path == ReadPathKind::kDe) {
       DP_RETURN_IF_ERROR(wait_layer_pushed(req.request_id, static_cast<uint32_t>(l), deadline));
@@ -153,6 +176,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   auto issue_send = [&](int64_t l) -> Status {
     // PE path: the layer's hit + miss KV; DE path: the miss KV only, next to the hit KV the DE
     // buffer already holds.
+    if (oracle) return Status::ok();  // the DE "has" the KV
     const int64_t first_block = req.path == ReadPathKind::kDe ? hit_blocks : 0;
     std::vector<transport::RmaRequest> puts;
     for (int64_t b = first_block; b < blocks; ++b) {
@@ -168,16 +192,24 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   };
 
   Json timeline = Json::array();
+  // One GPU computes this prefill: wait for a free one (the node's compute slots).
+  const auto queued = Clock::now();
+  DP_ASSIGN_OR_RETURN(ComputeSlot gpu, acquire_compute_slot(deadline));
+  const double gpu_wait_s = seconds_since(queued);
   auto run = [&]() -> Status {
-    for (int64_t l = 0; l < std::min<int64_t>(depth - 1, layers); ++l) {
+    // Loads run `ahead` layers ahead of the compute. With 3+ slots one slot is left for the
+    // layer whose KV is leaving for the DE buffer, so a load never waits for the PD transfer of
+    // the layer that just computed (with 2 slots it must).
+    const int64_t ahead = std::max(1, depth - 2);
+    for (int64_t l = 0; l < std::min<int64_t>(ahead, layers); ++l) {
       DP_RETURN_IF_ERROR(issue_load(l));
     }
     for (int64_t l = 0; l < layers; ++l) {
       const auto t0 = Clock::now();
       DP_RETURN_IF_ERROR(wait_load(l));
-      // Keep the next layer's KV in flight while this one computes; its slot is free once the
+      // Keep the next layers' KV in flight while this one computes; a slot is free once the
       // layer that used it last has reached the DE buffer.
-      const int64_t next = l + depth - 1;
+      const int64_t next = l + ahead;
       if (next < layers) {
         if (next - depth >= 0) {
           DP_RETURN_IF_ERROR(sends[next - depth].wait(), "request {}: send layer {} to DE {}",
@@ -205,6 +237,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
     return Status::ok();
   };
   Status status = run();
+  gpu.release();
   {
     std::lock_guard lock(mu_);
     std::erase_if(pushed_, [&](const auto& kv) { return kv.first.first == req.request_id; });
@@ -216,6 +249,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   reply["logits"] = next.at(0).logits;  // empty for the modeled backend
   reply["bytes"] = bytes.to_json();
   reply["prefill_s"] = seconds_since(start);
+  reply["gpu_wait_s"] = gpu_wait_s;
   reply["layer_timeline"] = std::move(timeline);
   return reply;
 }

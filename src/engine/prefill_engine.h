@@ -12,8 +12,9 @@
 //   recompute:    no reads; every prompt token is a miss.
 //
 // The HBM arena holds `pipeline_depth` layer slots of [token][bytes] rows: while layer l computes
-// in one slot, layer l+1's hit KV is already in flight to the next; a slot is reused only after
-// its previous layer's KV has reached the DE buffer. Since the PE HBM slot rows are token-major
+// in one slot, layer l+1's hit KV is already in flight to the next and (with the default 3)
+// layer l-1's KV is on its way to the DE buffer from a third; a slot is reused only after its
+// previous layer's KV has reached the DE buffer. Since the PE HBM slot rows are token-major
 // and the DE buffer holds Full Blocks, block b of layer l is one contiguous put each way: Layer
 // Blocks are views, never converted.
 //
@@ -45,7 +46,30 @@ class PrefillEngine {
   Result<Json> prefill(const Json& request);
 
  private:
+  // One of the node's GPUs (setup().compute_slots of them), held for a prefill's layers.
+  class ComputeSlot {
+   public:
+    ComputeSlot() = default;
+    explicit ComputeSlot(PrefillEngine* engine) : engine_(engine) {}
+    ComputeSlot(ComputeSlot&& o) noexcept : engine_(std::exchange(o.engine_, nullptr)) {}
+    ComputeSlot& operator=(ComputeSlot&& o) noexcept {
+      release();
+      engine_ = std::exchange(o.engine_, nullptr);
+      return *this;
+    }
+    ~ComputeSlot() { release(); }
+    void release() {
+      if (engine_ != nullptr) std::exchange(engine_, nullptr)->release_compute_slot();
+    }
+
+   private:
+    PrefillEngine* engine_ = nullptr;
+  };
+
   explicit PrefillEngine(NodeRuntime& runtime) : rt_(runtime) {}
+  // Waits until fewer than compute_slots prefills compute (no wait when the limit is 0).
+  Result<ComputeSlot> acquire_compute_slot(std::chrono::steady_clock::time_point deadline);
+  void release_compute_slot();
   void on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t code);
   // Waits for the DE's "layer pushed" of (request, layer) until `deadline`.
   Status wait_layer_pushed(uint64_t request_id,
@@ -56,6 +80,7 @@ class PrefillEngine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<uint64_t, uint32_t>, int32_t> pushed_;  // guarded by mu_: -> StatusCode
+  int busy_slots_ = 0;                                        // guarded by mu_
 };
 
 }  // namespace dualpath::engine

@@ -12,6 +12,8 @@ std::string_view path_name(ReadPathKind path) {
       return "de";
     case ReadPathKind::kRecompute:
       return "recompute";
+    case ReadPathKind::kOracle:
+      return "oracle";
   }
   return "?";
 }
@@ -20,8 +22,9 @@ Result<ReadPathKind> parse_path(std::string_view name) {
   if (name == "pe") return ReadPathKind::kPe;
   if (name == "de") return ReadPathKind::kDe;
   if (name == "recompute") return ReadPathKind::kRecompute;
+  if (name == "oracle") return ReadPathKind::kOracle;
   return Status::invalid_argument(
-      fmt::format("read path '{}' is not one of pe, de, recompute", name));
+      fmt::format("read path '{}' is not one of pe, de, recompute, oracle", name));
 }
 
 Json HopBytes::to_json() const {
@@ -81,7 +84,8 @@ Json PrepareRequest::to_json() const {
               {"tokens", tokens},
               {"hit_tokens", hit_tokens},
               {"gen_tokens", gen_tokens},
-              {"read_hits", read_hits}};
+              {"read_hits", read_hits},
+              {"oracle", oracle}};
 }
 
 Result<PrepareRequest> PrepareRequest::from_json(const Json& j) {
@@ -91,6 +95,7 @@ Result<PrepareRequest> PrepareRequest::from_json(const Json& j) {
   r.hit_tokens = j.value("hit_tokens", int64_t{0});
   r.gen_tokens = j.value("gen_tokens", int64_t{0});
   r.read_hits = j.value("read_hits", false);
+  r.oracle = j.value("oracle", false);
   return r;
 }
 

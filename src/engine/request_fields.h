@@ -12,7 +12,10 @@
 namespace dualpath::engine {
 
 // How a turn's hit KV reaches the PE (kRecompute: it does not; every token is recomputed).
-enum class ReadPathKind { kPe, kDe, kRecompute };
+// kOracle: the hit KV is taken to be in the PE's and the DE's HBM already: no storage read, no
+// H2D, no PD transfer and no persistence, only compute and decode (the simulator's `oracle`
+// mode, an upper bound; the modeled backend only, since no real KV exists to compute with).
+enum class ReadPathKind { kPe, kDe, kRecompute, kOracle };
 std::string_view path_name(ReadPathKind path);
 Result<ReadPathKind> parse_path(std::string_view name);
 
@@ -51,6 +54,7 @@ struct PrepareRequest {
   int64_t hit_tokens = 0;
   int64_t gen_tokens = 0;
   bool read_hits = false;
+  bool oracle = false;  // kOracle: no DE buffer, no DE H2D, no persistence
 
   Json to_json() const;
   static Result<PrepareRequest> from_json(const Json& j);
