@@ -36,5 +36,11 @@ expect_error "config file" sim --config "$tmp/nope.toml" --quiet
 expect_error "--snic-gbps" plan --snic-gbps 0
 expect_error "--dram-gbps" plan --dram-gbps -5
 expect_error "unknown dataset" sim --dataset 16k --quiet
-[ "$fail" -eq 0 ] && echo "12 passed, 0 failed"
+printf '[live]\ncompute = "modeled"\n[workload]\nthink_time = true\n' >"$tmp/think.toml"
+expect_error "config" bench live --mode full
+expect_error "basic (PE read path only)" bench live --config "$tmp/typo.toml" --mode fast
+expect_error "cluster.prefill_nodes" bench live --config "$tmp/typo.toml" --mode full
+expect_error "think_time" bench live --config "$tmp/think.toml" --mode full
+expect_error "hit-tokens" bench overlap --hit-tokens 100
+[ "$fail" -eq 0 ] && echo "17 passed, 0 failed"
 exit "$fail"

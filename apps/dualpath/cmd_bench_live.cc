@@ -169,8 +169,6 @@ Json run_json(const ModeRun& r) {
 }
 
 int run(const LiveArgs& a) {
-  auto cfgs = load_configs(a);
-  if (!cfgs.is_ok()) return usage_error(cfgs.status().message());
   std::vector<std::string> modes;
   {
     std::stringstream ss(a.modes);
@@ -180,6 +178,8 @@ int run(const LiveArgs& a) {
     }
   }
   if (modes.empty()) return usage_error("--mode: name at least one of basic, full, oracle");
+  auto cfgs = load_configs(a);
+  if (!cfgs.is_ok()) return usage_error(cfgs.status().message());
   auto plans = sim::build_agents(cfgs->sim);
   if (!plans.is_ok()) return usage_error(plans.status().message());
   std::vector<std::vector<workload::TurnShape>> agents;

@@ -39,6 +39,9 @@ int run(const OverlapArgs& a) {
   }
   if (a.time_dilation > 0) cfg.time_dilation = a.time_dilation;
   if (auto s = cfg.validate(); !s.is_ok()) return usage_error(s.message());
+  if (auto s = engine::validate_overlap_options(a.options, cfg); !s.is_ok()) {
+    return usage_error(s.message());
+  }
   engine::ClusterOptions options;
   options.config = cfg;
   std::fprintf(stderr, "dualpath bench overlap: %s (%s), %lld hit tokens, %d repeats per path\n",

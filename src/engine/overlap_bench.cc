@@ -11,8 +11,7 @@
 
 namespace dualpath::engine {
 
-Result<OverlapResult> run_overlap_bench(LocalCluster& cluster, const OverlapOptions& options) {
-  const EngineConfig& cfg = cluster.config();
+Status validate_overlap_options(const OverlapOptions& options, const EngineConfig& cfg) {
   if (cfg.compute != "modeled") {
     return Status::invalid_argument(
         "the overlap benchmark compares against compute-only prefills (the oracle path), which "
@@ -26,6 +25,12 @@ Result<OverlapResult> run_overlap_bench(LocalCluster& cluster, const OverlapOpti
         "--repeats at least 1",
         options.hit_tokens, bt));
   }
+  return Status::ok();
+}
+
+Result<OverlapResult> run_overlap_bench(LocalCluster& cluster, const OverlapOptions& options) {
+  const EngineConfig& cfg = cluster.config();
+  DP_RETURN_IF_ERROR(validate_overlap_options(options, cfg));
   DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(cfg));
   compute::SplitMix64 rng(compute::mix64(options.seed));
   auto random_tokens = [&](int64_t n) {

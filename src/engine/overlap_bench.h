@@ -54,6 +54,9 @@ struct OverlapResult {
   std::string table() const;
 };
 
+// kInvalidArgument naming the flag: a CPU-model config, hits not whole blocks, no repeats.
+Status validate_overlap_options(const OverlapOptions& options, const EngineConfig& cfg);
+
 Result<OverlapResult> run_overlap_bench(LocalCluster& cluster, const OverlapOptions& options);
 
 }  // namespace dualpath::engine
