@@ -9,29 +9,14 @@
 
 #include "engine/demo.h"
 #include "engine/engine_config.h"
-#include "engine/live_bench.h"
 #include "engine/local_cluster.h"
-#include "engine/overlap_bench.h"
+#include "engine/test_cluster.h"
 #include "store/temp_dir.h"
 
 namespace dualpath::engine {
 namespace {
 
 using store::TempDir;
-
-ClusterOptions test_cluster(const std::string& dir, int decode_nodes) {
-  ClusterOptions o;
-  o.node_program = DP_ENGINE_NODE_PATH;
-  o.node_args = {};
-  o.config.model = "tiny";
-  o.config.decode_nodes = decode_nodes;
-  o.config.data_paths = {dir};
-  o.config.pe_dram_buffer_bytes = 64ull << 20;
-  o.config.de_dram_buffer_bytes = 64ull << 20;
-  o.config.hbm_bytes = 64ull << 20;
-  o.config.request_timeout = std::chrono::seconds(30);
-  return o;
-}
 
 // One session of 21 turns whose context passes 4K tokens (256 + 20 x (150..250 + 16..32)).
 DemoOptions long_session(PathChoice path) {
@@ -320,79 +305,6 @@ TEST(EngineConfig, BadValuesNameTheirKey) {
   EXPECT_TRUE(load_engine_config("").is_ok());
 }
 
-
-// model/'s tiny preset priced by the CostModel, emulated time 20x faster than real time.
-ClusterOptions fast_modeled_cluster(const std::string& dir, int decode_nodes) {
-  ClusterOptions options = test_cluster(dir, decode_nodes);
-  options.config.compute = "modeled";
-  options.config.model = "tiny";
-  options.config.time_dilation = 0.05;
-  return options;
-}
-
-// The live benchmark's replay: every mode runs the same turns, the PE and auto paths read each
-// hit block from storage exactly once, and the oracle (which persists nothing) is told the same
-// hits and moves no KV bytes at all.
-TEST(LiveBench, EveryModeReplaysTheSameTurnsAndReadsEachHitOnce) {
-  // context (kept), prompt, generation; 64-token blocks.
-  const std::vector<workload::TurnShape> shapes = {
-      {0, 300, 20}, {320, 520, 20}, {540, 700, 10}, {710, 900, 5}};
-  const std::vector<std::vector<workload::TurnShape>> agents = {shapes, shapes};
-  std::vector<LiveBenchResult> results;
-  for (PathChoice path : {PathChoice::kPe, PathChoice::kAuto, PathChoice::kOracle}) {
-    TempDir dir;
-    auto cluster = LocalCluster::start(fast_modeled_cluster(dir.path(), 2));
-    ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
-    LiveBenchOptions lo;
-    lo.path = path;
-    auto r = run_live_bench(**cluster, agents, lo);
-    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-    const store::BlockLayout& layout = (*cluster)->layout();
-    const int64_t kv_per_token = layout.layers * layout.bytes_per_token_per_layer;
-    EXPECT_EQ(r->turns, 8);
-    // Hits: each turn's kept context less its last token (generated, so its KV is computed by
-    // the next prefill), whole blocks: 0 + 256 + 512 + 704 per agent.
-    EXPECT_EQ(r->hit_tokens, 2 * (0 + 256 + 512 + 704)) << "path " << static_cast<int>(path);
-    EXPECT_EQ(r->prompt_tokens, 2 * (300 + 520 + 700 + 900));
-    if (path == PathChoice::kOracle) {
-      EXPECT_EQ(r->bytes.storage_read + r->bytes.pe_h2d + r->bytes.de_to_pe +
-                    r->bytes.pd_transfer + r->bytes.de_h2d + r->bytes.persist,
-                0);
-    } else {
-      EXPECT_EQ(r->bytes.storage_read, r->hit_tokens * kv_per_token);
-      EXPECT_EQ(r->bytes.pe_h2d + r->bytes.de_to_pe, r->bytes.storage_read);
-      EXPECT_EQ(r->storage_read_by_node[0] + r->storage_read_by_node[1] +
-                    r->storage_read_by_node[2],
-                r->bytes.storage_read);
-    }
-    if (path == PathChoice::kPe) {
-      EXPECT_EQ(r->pe_path_turns, 8);
-    }
-    EXPECT_GT(r->jct_s, r->jct_real_s);  // emulated time runs 20x faster than real time
-  }
-}
-
-// The overlap benchmark runs each path over the same hits and keeps a timeline of every layer
-// (its timing is a benchmark's business, not a test's).
-TEST(OverlapBench, TimesEveryPathOverTheSameHits) {
-  TempDir dir;
-  auto cluster = LocalCluster::start(fast_modeled_cluster(dir.path(), 1));
-  ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
-  OverlapOptions o;
-  o.hit_tokens = 512;
-  o.append_tokens = 64;
-  o.repeats = 2;
-  auto r = run_overlap_bench(**cluster, o);
-  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-  ASSERT_EQ(r->paths.size(), 3u);
-  for (const auto& p : r->paths) {
-    EXPECT_EQ(static_cast<int64_t>(p.timeline.size()), r->layers) << p.path;
-    EXPECT_EQ(p.loop_s.size(), 2u);
-    EXPECT_GT(p.loop_median_s, 0) << p.path;
-  }
-  EXPECT_EQ(r->paths[0].path, "oracle");
-  EXPECT_DOUBLE_EQ(r->paths[0].ratio_to_compute_only, 1.0);
-}
 
 }  // namespace
 }  // namespace dualpath::engine

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <tuple>
 
-#include "dualpath/units.h"
+#include "model/cost_config.h"
 
 namespace dualpath::sim {
 
@@ -137,24 +137,8 @@ Status apply_config(Config& f, SimConfig& c) {
       }
     }
   }
-  if (f.has("hardware.preset")) {
-    auto h = model::hardware_preset(f.choice("hardware.preset", c.hw.name,
-                                             model::hardware_preset_names()));
-    if (h.is_ok()) c.hw = *h;
-  }
-  // Bandwidths are given in Gb/s like NIC datasheets (DRAM too: 4000 Gb/s = 500 GB/s).
-  c.hw.snic_bytes_per_s = gbps_to_bytes_per_s(f.positive_number(
-      "hardware.snic_gbps", bytes_per_s_to_gbps(c.hw.snic_bytes_per_s), "one storage NIC, Gb/s"));
-  c.hw.snics_per_node = static_cast<int>(
-      f.integer("hardware.snics_per_node", c.hw.snics_per_node, 1, 64, "storage NICs per node"));
-  c.hw.cnic_bytes_per_s = gbps_to_bytes_per_s(f.positive_number(
-      "hardware.cnic_gbps", bytes_per_s_to_gbps(c.hw.cnic_bytes_per_s), "one compute NIC, Gb/s"));
-  c.hw.dram_bytes_per_s = gbps_to_bytes_per_s(f.positive_number(
-      "hardware.dram_gbps", bytes_per_s_to_gbps(c.hw.dram_bytes_per_s), "node DRAM, Gb/s"));
-  c.hw.gpus_per_node = static_cast<int>(
-      f.integer("hardware.gpus_per_node", c.hw.gpus_per_node, 1, 64, "GPUs per node"));
-  c.hw.hbm_bytes = f.positive_number("hardware.hbm_gb", c.hw.hbm_bytes / 1e9, "GPU memory, GB") * 1e9;
-
+  // [hardware] and [efficiency]: read as the live system's modeled backend reads them.
+  model::apply_hardware_config(f, c.hw);
   c.prefill_nodes = static_cast<int>(f.integer("cluster.prefill_nodes", c.prefill_nodes, 1, 100000,
                                                "prefill nodes"));
   c.decode_nodes = static_cast<int>(f.integer("cluster.decode_nodes", c.decode_nodes, 1, 100000,
@@ -194,15 +178,7 @@ Status apply_config(Config& f, SimConfig& c) {
   c.gen_scale = f.positive_number("workload.gen_scale", c.gen_scale);
   c.think_time = f.boolean("workload.think_time", c.think_time);
 
-  c.eff.linear_mfu = f.positive_number("efficiency.linear_mfu", c.eff.linear_mfu);
-  c.eff.attention_mfu = f.positive_number("efficiency.attention_mfu", c.eff.attention_mfu);
-  c.eff.layer_overhead_s =
-      f.non_negative_number("efficiency.layer_overhead_ms", c.eff.layer_overhead_s * 1e3) / 1e3;
-  c.eff.decode_step_overhead_s = f.non_negative_number("efficiency.decode_step_overhead_ms",
-                                                       c.eff.decode_step_overhead_s * 1e3) / 1e3;
-  c.eff.decode_mbu = f.positive_number("efficiency.decode_mbu", c.eff.decode_mbu);
-  c.eff.storage_efficiency =
-      f.positive_number("efficiency.storage_efficiency", c.eff.storage_efficiency);
+  model::apply_efficiency_config(f, c.eff);
 
   // Live-system sections are read by the live system.
   f.ignore_section("store");
