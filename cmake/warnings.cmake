@@ -12,6 +12,11 @@ if(DUALPATH_SANITIZE)
     add_link_options(-fsanitize=${_s})
   endforeach()
   add_compile_options(-fno-omit-frame-pointer -fno-sanitize-recover=all)
+  if("thread" IN_LIST _dp_sans)
+    # target_clones resolvers (ifuncs) run during relocation, before the TSan runtime exists,
+    # and crash instrumented: TSan builds compile the baseline kernels only.
+    add_compile_definitions(DP_NO_TARGET_CLONES)
+  endif()
 endif()
 
 # dp_target_defaults(target): warnings and include paths every project target gets.

@@ -13,7 +13,8 @@ namespace {
 // (CMakeLists.txt) keeps them bit-identical: no fused multiply-adds, and no loop here reassociates
 // a sum, so the vector width never changes a result. (Allowing FMA measured +19 % prefill on tiny
 // but gives AVX2 and older machines different bits.)
-#if defined(__x86_64__) && defined(__GNUC__)
+// DP_NO_TARGET_CLONES (TSan builds, cmake/warnings.cmake): the baseline only.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(DP_NO_TARGET_CLONES)
 #define DP_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define DP_KERNEL
