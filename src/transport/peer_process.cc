@@ -81,7 +81,13 @@ int run_transport_peer(const PeerOptions& options) {
   if (st.is_ok()) {
     st = w.set_am_handler(kSinkAm, [&](const AmMessage& m) {
       sink_bytes.fetch_add(m.data.size(), std::memory_order_relaxed);
-      if (!m.header.empty() && m.header[0] == std::byte{1}) reply(m);
+      if (m.header.empty() || m.header[0] == std::byte{0}) return;
+      if (m.header[0] == std::byte{1}) return reply(m);
+      std::vector<std::byte> ack(m.header.begin(), m.header.end());
+      uint64_t sum = fnv1a64(m.data);
+      const auto* b = reinterpret_cast<const std::byte*>(&sum);
+      ack.insert(ack.end(), b, b + sizeof sum);
+      reply(AmMessage{m.id, ack, {}});
     });
   }
   if (!st.is_ok()) return fail(st);

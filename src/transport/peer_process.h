@@ -7,6 +7,8 @@
 // sends both addresses and the region descriptor, connects back to the parent, and answers:
 //   AM kEchoAm      -> replies kEchoReplyAm with the same header (latency probe)
 //   AM kSinkAm      -> counts the bytes; when header byte 0 is 1, replies kEchoReplyAm (an ack)
+//                      with the same header; when it is 2, the ack's header has the data's
+//                      FNV-1a (8 bytes) appended (tests check what arrived)
 //   OOB "checksum"  -> FNV-1a of its region (checks that puts landed)
 //   OOB "fill <b>"  -> fills its region with byte b (a source for gets)
 //   OOB "quit"      -> exits 0 (as does the parent closing the channel)

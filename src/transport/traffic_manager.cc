@@ -56,14 +56,28 @@ struct TrafficManager::Core {
     pump();
   }
 
-  // Whether a class may hand another batch to UCX. The model class may use the whole window.
-  // The KV class must leave the model reserve free even after its next batch (a batch is at most
-  // chunk_bytes), or a model message would wait for a KV batch to finish: ~3 ms for 1 MiB over
-  // TCP loopback. A window smaller than one chunk still lets one KV batch through.
-  bool has_room(int c) const {
-    if (c == static_cast<int>(TrafficClass::kModel)) return inflight_bytes < opt.max_inflight_bytes;
-    uint64_t limit = opt.max_inflight_bytes - opt.model_reserve_bytes;
-    return inflight_bytes == 0 || inflight_bytes + opt.chunk_bytes <= limit;
+  // Whether class `c` may hand its next batch (`next_bytes`) to UCX. The KV class must leave the
+  // model reserve free even after that batch, or a model message would wait for a KV batch to
+  // finish: ~3 ms for 1 MiB over TCP loopback. When nothing is in flight it may always send, so
+  // a window smaller than one batch, or an active message larger than the window (a message is
+  // never split), still goes out — alone. The model class may use the whole window, and sees
+  // at most the KV class's share of it as taken: an oversized KV message in flight does not
+  // hold model traffic back (docs/transport.md, "The window").
+  bool has_room(int c, uint64_t next_bytes) const {
+    constexpr int kModel = static_cast<int>(TrafficClass::kModel);
+    constexpr int kKv = static_cast<int>(TrafficClass::kKv);
+    uint64_t kv_limit = opt.max_inflight_bytes - opt.model_reserve_bytes;
+    if (c == kModel) {
+      return inflight_bytes[kModel] + std::min(inflight_bytes[kKv], kv_limit) <
+             opt.max_inflight_bytes;
+    }
+    uint64_t total = inflight_bytes[kModel] + inflight_bytes[kKv];
+    return total == 0 || total + next_bytes <= kv_limit;
+  }
+
+  // The bytes of the next batch of `t`: a whole active message, or at most one chunk.
+  uint64_t next_batch_bytes(const Transfer& t) const {
+    return t.is_am ? t.header.size() + t.data.size() : opt.chunk_bytes;
   }
 
   void pump() {
@@ -83,12 +97,12 @@ struct TrafficManager::Core {
       // starve the KV class behind a busy model class (the KV class may not use the model
       // reserve). The reserve thus only serves a model message that finds the KV class alone.
       TrafficClass cls = *arbiter.pick(backlogged);
-      if (!has_room(static_cast<int>(cls))) break;
+      Transfer& t = *queues[static_cast<int>(cls)].front();
+      if (!has_room(static_cast<int>(cls), next_batch_bytes(t))) break;
       if (bucket && !bucket->ready(since_epoch(now))) {
         arm_timer(epoch + bucket->ready_at(since_epoch(now)));
         break;
       }
-      Transfer& t = *queues[static_cast<int>(cls)].front();
       if (!t.error.is_ok() || now >= t.deadline) {
         if (t.error.is_ok()) {
           t.error = Status::timed_out("the transfer's deadline passed while queued");
@@ -168,15 +182,15 @@ struct TrafficManager::Core {
   void account(TrafficClass cls, uint64_t bytes, size_t pieces, SteadyTime now) {
     arbiter.charge(cls, bytes);
     if (bucket) bucket->consume(static_cast<int64_t>(bytes), since_epoch(now));
-    inflight_bytes += bytes;
+    inflight_bytes[static_cast<int>(cls)] += bytes;
     std::lock_guard lock(stats_mu);
     stats.bytes[static_cast<int>(cls)] += bytes;
     stats.batches += 1;
     stats.pieces += pieces;
   }
 
-  void on_batch_done(uint64_t transfer_id, TrafficClass, uint64_t bytes, const Status& s) {
-    inflight_bytes -= bytes;
+  void on_batch_done(uint64_t transfer_id, TrafficClass cls, uint64_t bytes, const Status& s) {
+    inflight_bytes[static_cast<int>(cls)] -= bytes;
     auto it = transfers.find(transfer_id);
     if (it != transfers.end()) {
       Transfer& t = *it->second;
@@ -280,7 +294,7 @@ struct TrafficManager::Core {
   SteadyTime epoch;
   std::array<std::deque<Transfer*>, kTrafficClassCount> queues;
   std::unordered_map<uint64_t, std::unique_ptr<Transfer>> transfers;
-  uint64_t inflight_bytes = 0;
+  std::array<uint64_t, kTrafficClassCount> inflight_bytes{};  // handed to UCX, not complete
   bool in_pump = false;
   std::optional<WorkerCore::TimerKey> timer;
   std::mutex idle_mu;  // with idle_cv: the destructor waits for `transfers` to drain

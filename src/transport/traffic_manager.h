@@ -8,9 +8,11 @@
 // class takes the rest and all idle capacity, and is never starved (ClassArbiter). Work reaches
 // UCX in pieces of at most chunk_bytes, and at most max_inflight_bytes are handed to UCX at
 // once, so a model message waits behind at most that much KV data; the KV class may fill only
-// max_inflight_bytes - model_reserve_bytes of the window. Many small pieces (layer blocks) go
-// out as one doorbell batch: up to max_batch_ops puts, then one flush. An optional token bucket
-// emulates a slower CNIC.
+// max_inflight_bytes - model_reserve_bytes of the window. An active message is never split (a
+// rendezvous message is one UCX operation): one larger than the window goes out alone, when
+// nothing else is in flight, and cannot be preempted once handed to UCX; the model class keeps
+// its reserve beside it. Many small pieces (layer blocks) go out as one doorbell batch: up to
+// max_batch_ops puts, then one flush. An optional token bucket emulates a slower CNIC.
 //
 // Endpoints may belong to other workers than the manager's own: the production mapping gives each
 // class its own Worker (and Context, with UCX_IB_SL / UCX_IB_TRAFFIC_CLASS set per class,

@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "transport/transport_test_env.h"
 #include "transport/wire_format.h"
@@ -233,6 +237,89 @@ TEST_P(TrafficManagerTest, ClassesOnSeparateWorkersBothComplete) {
     peers_.clear();
   }
   kv_worker->reset();
+}
+
+// Rendezvous messages land in receive buffers the peer's worker reuses (AmBufferPool); messages
+// of mixed sizes and contents must each arrive intact. The peer acks each with its checksum.
+TEST_P(TrafficManagerTest, RendezvousMessagesArriveIntactThroughReusedReceiveBuffers) {
+  PeerProcess& peer = spawn_peer("target");
+  auto tm = make_manager();
+  ASSERT_TRUE(tm);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint64_t, uint64_t> sums;  // sequence number -> checksum the peer saw; guarded by mu
+  ASSERT_TRUE(worker_
+                  ->set_am_handler(kEchoReplyAm,
+                                   [&](const AmMessage& m) {
+                                     uint64_t seq = 0, sum = 0;
+                                     if (m.header.size() < 1 + 2 * sizeof seq) return;
+                                     std::memcpy(&seq, m.header.data() + 1, sizeof seq);
+                                     std::memcpy(&sum, m.header.data() + 1 + sizeof seq,
+                                                 sizeof sum);
+                                     std::lock_guard lock(mu);
+                                     sums[seq] = sum;
+                                     cv.notify_all();
+                                   })
+                  .is_ok());
+  const std::vector<size_t> sizes = {4u << 20,   1u << 20, (4u << 20) + 3,
+                                     256u << 10, 6u << 20, 4u << 20};
+  std::vector<std::vector<std::byte>> messages;
+  std::vector<std::unique_ptr<MemoryRegion>> regions;
+  std::vector<Operation> ops;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    messages.push_back(pattern(sizes[i], static_cast<uint8_t>(10 + i)));
+    auto mr = worker_->register_memory(messages.back());
+    ASSERT_TRUE(mr.is_ok()) << mr.status().to_string();
+    regions.push_back(std::move(mr).value());
+    std::vector<std::byte> header(1 + sizeof(uint64_t));
+    header[0] = std::byte{2};  // ack with the checksum
+    uint64_t seq = i + 1;
+    std::memcpy(header.data() + 1, &seq, sizeof seq);
+    auto op = tm->send_am(TrafficClass::kKv, peer.endpoint(), kSinkAm, header, messages.back());
+    ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+    ops.push_back(std::move(op).value());
+  }
+  for (auto& op : ops) ASSERT_TRUE(op.wait_for(kTestWait).is_ok()) << op.status().to_string();
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, kTestWait, [&] { return sums.size() == sizes.size(); }))
+      << sums.size() << " of " << sizes.size() << " acks";
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(sums[i + 1], fnv1a64(messages[i]))
+        << "message " << i << " of " << sizes[i] << " bytes";
+  }
+}
+
+// An active message is never split. One larger than the window goes out alone and cannot be
+// preempted, but it must not hold model traffic back: the model class keeps its reserve. The
+// peer is stopped, so the 8 MiB rendezvous message stays in flight for the whole test; the
+// model message must still be handed to UCX (counted in stats() when it is). Whether UCX can
+// complete it without the peer depends on the transport (over shared memory it cannot).
+TEST_P(TrafficManagerTest, AModelMessageIsNotHeldBehindAnOversizedKvMessage) {
+  PeerProcess& peer = spawn_peer("victim");
+  auto tm = make_manager();  // 4 MiB window
+  ASSERT_TRUE(tm);
+  auto big = pattern(8u << 20, 7);
+  auto mr = worker_->register_memory(big);
+  ASSERT_TRUE(mr.is_ok());
+  std::vector<std::byte> header(8);  // byte 0 = 0: no ack wanted
+  ASSERT_TRUE(peer.stop().is_ok());
+  const OpOptions within{std::chrono::seconds(3), {}};
+  auto kv = tm->send_am(TrafficClass::kKv, peer.endpoint(), kSinkAm, header, big, within);
+  ASSERT_TRUE(kv.is_ok()) << kv.status().to_string();
+  auto model = tm->send_am(TrafficClass::kModel, peer.endpoint(), kSinkAm, header, {}, within);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  const auto until = std::chrono::steady_clock::now() + kTestWait;
+  while (tm->stats().bytes[static_cast<int>(TrafficClass::kModel)] < header.size() &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(tm->stats().bytes[static_cast<int>(TrafficClass::kModel)], header.size())
+      << "the model message was not handed to UCX";
+  EXPECT_FALSE(kv->done()) << "the model message waited for the oversized KV message";
+  peer.kill_now();
+  Status kv_status = kv->wait_for(kTestWait);
+  EXPECT_FALSE(kv_status.is_ok()) << "a rendezvous message to a killed peer cannot succeed";
+  (void)model->wait_for(kTestWait);
 }
 
 TEST(TrafficManagerOptions, InconsistentWindowsAreRejected) {

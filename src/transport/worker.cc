@@ -66,7 +66,7 @@ Result<std::unique_ptr<Worker>> Worker::create(Context& context, WorkerOptions o
           created.set_value(st);
           return;
         }
-        created.set_value(std::make_unique<WorkerCore>(w, name));
+        created.set_value(std::make_unique<WorkerCore>(context.native(), w, name));
         WorkerCore* core = started.get();
         if (core) core->run();
       });

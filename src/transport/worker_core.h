@@ -12,12 +12,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "dualpath/status.h"
+#include "transport/am_buffer_pool.h"
 #include "transport/worker.h"
 
 namespace dualpath::transport {
@@ -66,7 +68,7 @@ class TaskInbox {
 
 class WorkerCore {
  public:
-  WorkerCore(ucp_worker_h worker, std::string name);
+  WorkerCore(ucp_context_h context, ucp_worker_h worker, std::string name);
   ~WorkerCore();  // destroys the UCP worker; the progress thread must have stopped
 
   // Thread-safe.
@@ -121,6 +123,7 @@ class WorkerCore {
                        size_t pieces,
                        int am_id);
   void finish(Pending& p, ucs_status_t status);
+  std::optional<AmBufferPool::Buffer> allocate_am_buffer(ucp_context_h context, size_t capacity);
   void expire(SteadyTime now);
   // Closes the endpoints fail_endpoint scheduled (main loop only, outside UCX callbacks).
   void close_scheduled();
@@ -150,6 +153,7 @@ class WorkerCore {
   uint64_t next_timer_id_ = 1;
   std::map<TimerKey, std::function<void()>> timers_;
   std::map<uint16_t, std::unique_ptr<AmSlot>> am_slots_;
+  AmBufferPool am_buffers_;               // rendezvous receive buffers (on_am, on_am_data)
   std::vector<EndpointState*> to_close_;  // failed in peer mode, to close from the main loop
 };
 
