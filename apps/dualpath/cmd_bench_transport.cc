@@ -45,6 +45,7 @@ void setup(CLI::App& parent, int& exit_code) {
   auto bytes_per_case = std::make_shared<std::string>("128M");
   auto no_perftest = std::make_shared<bool>(false);
   auto no_isolation = std::make_shared<bool>(false);
+  auto no_perftest_err = std::make_shared<bool>(false);
   auto peer_devices = std::make_shared<std::string>("-");
   CLI::App* cmd = parent.add_subcommand(
       "transport",
@@ -65,6 +66,9 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--repeats", opt->repeats, "Runs per tool and case; the best counts (default 5)");
   cmd->add_option("--perftest", opt->perftest_program, "The ucx_perftest binary");
   cmd->add_flag("--no-perftest", *no_perftest, "Skip ucx_perftest (ratios are then 0)");
+  cmd->add_flag("--no-perftest-error-handling", *no_perftest_err,
+                "Skip the second ucx_perftest run with -e (peer error handling, as our tcp "
+                "endpoints)");
   cmd->add_option("--isolation-transports", opt->isolation_transports,
                   "Transports for the isolation experiment (default sm,tcp)")
       ->delimiter(',');
@@ -105,6 +109,7 @@ void setup(CLI::App& parent, int& exit_code) {
     }
     opt->bytes_per_case = *total;
     opt->run_perftest = !*no_perftest;
+    opt->perftest_error_handling = !*no_perftest_err;
     if (*no_isolation) opt->isolation_transports.clear();
     opt->peer_program = "/proc/self/exe";
     opt->peer_args = {"bench", "transport"};

@@ -123,8 +123,9 @@ Result<PerftestResult> run_perftest(const PerftestRun& run) {
   std::vector<std::string> env{"UCX_TLS=" + run.transports};
   if (!run.net_devices.empty()) env.push_back("UCX_NET_DEVICES=" + run.net_devices);
   std::string base = fmt::format("/tmp/dp-perftest-{}-{}", getpid(), port);
-  DP_ASSIGN_OR_RETURN(Child server,
-                      spawn({run.perftest, "-p", std::to_string(port)}, env, base + ".server"));
+  std::vector<std::string> server_args{run.perftest, "-p", std::to_string(port)};
+  if (run.peer_error_handling) server_args.push_back("-e");
+  DP_ASSIGN_OR_RETURN(Child server, spawn(server_args, env, base + ".server"));
   // Polling /proc for the listening socket: the server has no readiness signal of its own.
   while (!is_listening(port)) {
     if (Clock::now() > deadline || waitpid(server.pid, nullptr, WNOHANG) == server.pid) {
@@ -135,10 +136,15 @@ Result<PerftestResult> run_perftest(const PerftestRun& run) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  auto client = spawn({run.perftest, "127.0.0.1", "-p", std::to_string(port), "-t", run.test, "-s",
-                       std::to_string(run.message_bytes), "-n", std::to_string(run.iterations),
-                       "-w", std::to_string(run.warmup_iterations), "-v"},
-                      env, base + ".client");
+  std::vector<std::string> client_args{run.perftest, "127.0.0.1",
+                                       "-p",         std::to_string(port),
+                                       "-t",         run.test,
+                                       "-s",         std::to_string(run.message_bytes),
+                                       "-n",         std::to_string(run.iterations),
+                                       "-w",         std::to_string(run.warmup_iterations),
+                                       "-v"};
+  if (run.peer_error_handling) client_args.push_back("-e");
+  auto client = spawn(client_args, env, base + ".client");
   if (!client.is_ok()) {
     kill(server.pid, SIGKILL);
     waitpid(server.pid, nullptr, 0);

@@ -18,6 +18,9 @@ struct PerftestRun {
   uint64_t message_bytes = 0;
   uint64_t iterations = 0;
   uint64_t warmup_iterations = 0;
+  // -e on both sides: endpoints with peer error handling (UCP_ERR_HANDLING_MODE_PEER), the mode
+  // our endpoints use where the transport supports it (tcp).
+  bool peer_error_handling = false;
   Duration timeout = std::chrono::seconds(120);
 };
 

@@ -116,6 +116,8 @@ class Session {
   }
 
   const TransportSpec& spec() const { return spec_; }
+  // Whether our endpoints use UCX peer error handling on this transport.
+  bool peer_error_handling() const { return context_->peer_failure_detection(); }
 
   // Moves `iterations` messages of `size` bytes with `op`; returns the elapsed time.
   Result<Duration> measure(const std::string& op, uint64_t size, uint64_t iterations) {
@@ -240,6 +242,11 @@ Result<BenchCase> run_case(Session& session,
       c.perftest_gbps = pg;
       c.perftest_us_per_message = pf.latency_us;
     }
+    if (!options.perftest_error_handling || !session.peer_error_handling()) continue;
+    pr.peer_error_handling = true;
+    DP_ASSIGN_OR_RETURN(PerftestResult pfe, run_perftest(pr));
+    c.perftest_err_gbps =
+        std::max(c.perftest_err_gbps, bytes_per_s_to_gbps(pfe.bandwidth_bytes_per_s));
   }
   return c;
 }
@@ -334,10 +341,15 @@ std::string size_text(uint64_t bytes) {
 }
 
 std::string case_line(const BenchCase& c) {
-  return fmt::format("{:<4} {:<4} {:>8} {:>6} {:>12.2f} {:>12.2f} {:>7.2f} {:>11.1f} {:>11.1f}",
-                     c.transport, c.op, size_text(c.message_bytes), c.iterations, c.dualpath_gbps,
-                     c.perftest_gbps, c.ratio(), c.dualpath_us_per_message,
-                     c.perftest_us_per_message);
+  std::string line =
+      fmt::format("{:<4} {:<4} {:>8} {:>6} {:>12.2f} {:>12.2f} {:>7.2f} {:>11.1f} {:>11.1f}",
+                  c.transport, c.op, size_text(c.message_bytes), c.iterations, c.dualpath_gbps,
+                  c.perftest_gbps, c.ratio(), c.dualpath_us_per_message, c.perftest_us_per_message);
+  if (c.perftest_err_gbps > 0) {
+    line +=
+        fmt::format("   perftest -e {:.2f} Gb/s, ratio {:.2f}", c.perftest_err_gbps, c.err_ratio());
+  }
+  return line;
 }
 
 std::string isolation_line(const IsolationResult& r) {
@@ -434,7 +446,9 @@ nlohmann::json transport_report_json(const TransportBenchReport& report) {
                           {"perftest_gbps", c.perftest_gbps},
                           {"ratio", c.ratio()},
                           {"dualpath_us_per_message", c.dualpath_us_per_message},
-                          {"perftest_us_per_message", c.perftest_us_per_message}});
+                          {"perftest_us_per_message", c.perftest_us_per_message},
+                          {"perftest_err_gbps", c.perftest_err_gbps},
+                          {"err_ratio", c.err_ratio()}});
   }
   auto iso = [](const IsolationResult& r) {
     return nlohmann::json{{"transport", r.transport},

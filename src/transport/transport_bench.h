@@ -26,6 +26,10 @@ struct TransportBenchOptions {
   // reported (the machine is shared, and interference only ever slows a run down).
   int repeats = 5;
   bool run_perftest = true;
+  // Where our endpoints use peer error handling (tcp; docs/transport.md "Failure model"), also
+  // run ucx_perftest with it (-e): UCX 1.13 then moves rendezvous data through bounce buffers,
+  // for both tools. Reported beside the plain figure, which stays the reference.
+  bool perftest_error_handling = true;
   std::string perftest_program = "ucx_perftest";
   // How to start the peer process: `peer_program peer_args... --peer-*` (peer_process.h).
   std::string peer_program;
@@ -45,7 +49,10 @@ struct BenchCase {
   double perftest_gbps = 0;  // 0 when ucx_perftest did not run
   double dualpath_us_per_message = 0;
   double perftest_us_per_message = 0;
+  // ucx_perftest -e (peer error handling, as our endpoints on this transport); 0 when not run.
+  double perftest_err_gbps = 0;
   double ratio() const { return perftest_gbps > 0 ? dualpath_gbps / perftest_gbps : 0; }
+  double err_ratio() const { return perftest_err_gbps > 0 ? dualpath_gbps / perftest_err_gbps : 0; }
 };
 
 struct IsolationResult {
