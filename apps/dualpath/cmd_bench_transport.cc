@@ -79,12 +79,16 @@ void setup(CLI::App& parent, int& exit_code) {
                   "Traffic manager: largest piece handed to UCX (default 1048576)");
   cmd->add_option("--max-inflight-bytes", opt->traffic.max_inflight_bytes,
                   "Traffic manager: bytes in flight (default 4194304)");
+  cmd->add_option("--poll-us", opt->worker_poll_us,
+                  "Progress threads (ours and the peer's) poll this long after their last event "
+                  "before sleeping (default 0)");
   // The peer process: this same binary, started by the benchmark with these hidden options.
   cmd->add_option("--peer-port", peer->oob_port)->group("");
   cmd->add_option("--peer-tls", peer->transports)->group("");
   cmd->add_option("--peer-devices", *peer_devices)->group("");
   cmd->add_option("--peer-region-bytes", peer->region_bytes)->group("");
   cmd->add_option("--peer-name", peer->name)->group("");
+  cmd->add_option("--peer-poll-us", peer->poll_us)->group("");
   cmd->callback([=, &exit_code] {
     if (peer->oob_port != 0) {
       peer->net_devices = *peer_devices == "-" ? "" : *peer_devices;

@@ -27,7 +27,8 @@ std::vector<std::string> peer_arguments(const PeerOptions& options) {
           "--peer-tls",          options.transports,
           "--peer-devices",      options.net_devices.empty() ? "-" : options.net_devices,
           "--peer-region-bytes", std::to_string(options.region_bytes),
-          "--peer-name",         options.name};
+          "--peer-name",         options.name,
+          "--peer-poll-us",      std::to_string(options.poll_us)};
 }
 
 int run_transport_peer(const PeerOptions& options) {
@@ -42,13 +43,16 @@ int run_transport_peer(const PeerOptions& options) {
   co.net_devices = options.net_devices;
   auto context = Context::create(co);
   if (!context.is_ok()) return fail(context.status());
-  auto worker = Worker::create(**context, WorkerOptions{options.name});
+  WorkerOptions model_options{options.name};
+  model_options.poll_before_sleep = std::chrono::microseconds(options.poll_us);
+  auto worker = Worker::create(**context, model_options);
   if (!worker.is_ok()) return fail(worker.status());
   Worker& w = **worker;
   // A second worker (progress thread) for the KV class, on the same context: the peer side of
   // the per-class lanes (docs/transport.md). It only receives puts, so it needs no handlers.
   WorkerOptions kv_options{options.name + "-kv"};
   kv_options.nice = kKvWorkerNice;
+  kv_options.poll_before_sleep = model_options.poll_before_sleep;
   auto kv_worker = Worker::create(**context, kv_options);
   if (!kv_worker.is_ok()) return fail(kv_worker.status());
   // UCX-allocated, so that shared-memory peers can map it (a direct memcpy per put).

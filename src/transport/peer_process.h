@@ -39,13 +39,14 @@ struct PeerOptions {
   std::string net_devices;
   uint64_t region_bytes = 64u << 20;
   std::string name = "peer";
+  uint64_t poll_us = 0;  // WorkerOptions::poll_before_sleep of the peer's workers
 };
 
 // The child's main loop. Returns the process exit code.
 int run_transport_peer(const PeerOptions& options);
 
 // argv form of PeerOptions, for exec: --peer-port N --peer-tls T --peer-devices D
-// --peer-region-bytes B --peer-name N.
+// --peer-region-bytes B --peer-name N --peer-poll-us U.
 std::vector<std::string> peer_arguments(const PeerOptions& options);
 
 // Parent side: spawns `program` with `args` + peer_arguments(), then connects to it. Owns the

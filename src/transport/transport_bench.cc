@@ -81,11 +81,13 @@ class Session {
     co.transports = s->spec_.tls;
     co.net_devices = s->spec_.devices;
     DP_ASSIGN_OR_RETURN(s->context_, Context::create(co));
-    DP_ASSIGN_OR_RETURN(s->worker_,
-                        Worker::create(*s->context_, WorkerOptions{"bench", kCaseTimeout}));
+    WorkerOptions model_options{"bench", kCaseTimeout};
+    model_options.poll_before_sleep = std::chrono::microseconds(options.worker_poll_us);
+    DP_ASSIGN_OR_RETURN(s->worker_, Worker::create(*s->context_, model_options));
     // The KV class's own worker (progress thread): the per-class lane of docs/transport.md.
     WorkerOptions kv_options{"bench-kv", kCaseTimeout};
     kv_options.nice = kKvWorkerNice;
+    kv_options.poll_before_sleep = model_options.poll_before_sleep;
     DP_ASSIGN_OR_RETURN(s->kv_worker_, Worker::create(*s->context_, kv_options));
     DP_ASSIGN_OR_RETURN(s->tm_, TrafficManager::create(*s->worker_, options.traffic));
     // UCX-allocated like ucx_perftest's buffers, so both tools use the same kind of memory.
@@ -97,6 +99,7 @@ class Session {
     po.net_devices = s->spec_.devices;
     po.region_bytes = buffer_bytes;
     po.name = "bench-peer-" + name;
+    po.poll_us = options.worker_poll_us;
     DP_ASSIGN_OR_RETURN(s->peer_,
                         PeerProcess::spawn(*s->worker_, options.peer_program, options.peer_args, po,
                                            kSetupTimeout, s->kv_worker_.get()));
@@ -435,6 +438,7 @@ nlohmann::json transport_report_json(const TransportBenchReport& report) {
                 {"max_inflight_bytes", o.traffic.max_inflight_bytes},
                 {"model_reserve_bytes", o.traffic.model_reserve_bytes},
                 {"max_batch_ops", o.traffic.max_batch_ops},
+                {"worker_poll_us", o.worker_poll_us},
                 {"isolation_kv_message_bytes", o.isolation_kv_message_bytes}};
   j["cases"] = nlohmann::json::array();
   for (const auto& c : report.cases) {

@@ -38,6 +38,8 @@ struct TransportBenchOptions {
   int isolation_probes = 2000;
   uint64_t isolation_kv_message_bytes = 4u << 20;
   TrafficManagerOptions traffic;
+  // WorkerOptions::poll_before_sleep of every worker, ours and the peer's (0: sleep at once).
+  uint64_t worker_poll_us = 0;
 };
 
 struct BenchCase {

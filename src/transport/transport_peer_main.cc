@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
     if (key == "--peer-devices") options.net_devices = value == "-" ? "" : value;
     if (key == "--peer-region-bytes") options.region_bytes = std::stoull(value);
     if (key == "--peer-name") options.name = value;
+    if (key == "--peer-poll-us") options.poll_us = std::stoull(value);
   }
   return dualpath::transport::run_transport_peer(options);
 }

@@ -47,8 +47,9 @@ Result<std::unique_ptr<Worker>> Worker::create(Context& context, WorkerOptions o
   auto started_future = started.get_future();
   std::string name = options.name;
   int nice = options.nice;
+  Duration poll = options.poll_before_sleep;
   std::thread thread(
-      [&context, name, nice, &created, started = std::move(started_future)]() mutable {
+      [&context, name, nice, poll, &created, started = std::move(started_future)]() mutable {
         std::string thread_name = ("dp-" + name).substr(0, 15);
         pthread_setname_np(pthread_self(), thread_name.c_str());
         // Per-thread on Linux: setpriority on a thread id changes only that thread.
@@ -66,7 +67,7 @@ Result<std::unique_ptr<Worker>> Worker::create(Context& context, WorkerOptions o
           created.set_value(st);
           return;
         }
-        created.set_value(std::make_unique<WorkerCore>(context.native(), w, name));
+        created.set_value(std::make_unique<WorkerCore>(context.native(), w, name, poll));
         WorkerCore* core = started.get();
         if (core) core->run();
       });

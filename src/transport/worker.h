@@ -48,6 +48,11 @@ struct WorkerOptions {
   // kernel scheduler then plays the NIC's priority arbiter, letting model-class threads run
   // first (CFS weight 15 vs 1024, close to the paper's 99:1; docs/transport.md "Isolation").
   int nice = 0;
+  // How long the progress thread keeps polling after its last event before it sleeps (0: it
+  // sleeps at once). Polling saves a wake-up per message in a stream, at the price of CPU time
+  // that other threads on the same cores then lack; measured both ways in docs/transport.md
+  // ("Active messages vs ucp_am_bw"), so it is off by default.
+  Duration poll_before_sleep = Duration::zero();
 };
 
 // One piece of a put or a get: `local` lies inside a MemoryRegion of this worker (the source of

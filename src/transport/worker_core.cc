@@ -23,12 +23,6 @@ constexpr auto kAbandonGrace = std::chrono::seconds(2);
 // ucp_worker_progress calls between two looks at the inbox and the timers.
 constexpr int kProgressBurst = 8;
 
-// How long the progress thread keeps polling after its last event before it sleeps in ppoll():
-// during a stream the next completion is usually microseconds away, and a sleep/wake-up pair
-// per message costs more than that (measured: TCP active messages of 1-4 MiB went from ~12-20
-// to ~24-28 Gb/s). An idle worker polls for at most this long, then sleeps.
-constexpr auto kSpinAfterEvent = std::chrono::microseconds(50);
-
 // Rendezvous receive buffers a worker keeps for reuse (AmBufferPool): two 16 MiB messages.
 constexpr uint64_t kAmBufferCacheBytes = 32 * 1024 * 1024;
 
@@ -116,9 +110,13 @@ struct WorkerCore::AmRecv {
   AmBufferPool::Buffer data;  // back to the pool once the handler has run
 };
 
-WorkerCore::WorkerCore(ucp_context_h context, ucp_worker_h worker, std::string name)
+WorkerCore::WorkerCore(ucp_context_h context,
+                       ucp_worker_h worker,
+                       std::string name,
+                       Duration poll_before_sleep)
     : worker_(worker),
       name_(std::move(name)),
+      poll_before_sleep_(poll_before_sleep),
       am_buffers_(
           kAmBufferCacheBytes,
           [this, context](size_t capacity) { return allocate_am_buffer(context, capacity); },
@@ -207,7 +205,8 @@ void WorkerCore::run() {
       last_event = now;
       continue;
     }
-    if (std::chrono::steady_clock::now() - last_event < kSpinAfterEvent) continue;
+    // WorkerOptions::poll_before_sleep: keep polling a while after the last event.
+    if (std::chrono::steady_clock::now() - last_event < poll_before_sleep_) continue;
     // Sleep until UCX, the inbox or a deadline wakes us; ucp_worker_arm says BUSY when events
     // arrived since the last progress, and then we progress again instead of sleeping.
     if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;

@@ -68,7 +68,10 @@ class TaskInbox {
 
 class WorkerCore {
  public:
-  WorkerCore(ucp_context_h context, ucp_worker_h worker, std::string name);
+  WorkerCore(ucp_context_h context,
+             ucp_worker_h worker,
+             std::string name,
+             Duration poll_before_sleep);
   ~WorkerCore();  // destroys the UCP worker; the progress thread must have stopped
 
   // Thread-safe.
@@ -143,6 +146,7 @@ class WorkerCore {
 
   ucp_worker_h worker_;
   std::string name_;
+  Duration poll_before_sleep_;  // WorkerOptions::poll_before_sleep
   TaskInbox inbox_;
   bool stopping_ = false;
   uint64_t next_pending_id_ = 1;
