@@ -25,6 +25,7 @@ struct DemoArgs {
   std::string json_path;
   std::string data_dir;
   int decode_nodes = 0;
+  int engines = 0;
   int64_t first_prompt_tokens = 512;
   double snic_gbps = -1;
   bool sequential = false;
@@ -40,6 +41,7 @@ int run(const DemoArgs& a) {
     cfg->snic_gbps = a.snic_gbps;
     cfg->snic_from_hardware = false;
   }
+  if (a.engines > 0) cfg->engines_per_node = a.engines;
   if (a.decode_nodes > 0) {
     cfg->decode_nodes = a.decode_nodes;
   } else if (a.config_path.empty()) {
@@ -117,6 +119,9 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--data-dir", args->data_dir,
                   "keep the block store in this directory (default: a fresh temporary one)");
   cmd->add_option("--decode-nodes", args->decode_nodes, "decode node processes (default 2)");
+  cmd->add_option("--engines", args->engines,
+                  "engines (GPUs) per node process, each with its own HBM arena and traffic "
+                  "manager (default 1, or the config's live.engines_per_node)");
   cmd->add_option("--first-prompt-tokens", args->first_prompt_tokens,
                   "tokens of each session's first prompt (default 512)");
   cmd->add_option("--snic-gbps", args->snic_gbps,

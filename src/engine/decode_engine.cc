@@ -56,23 +56,28 @@ void DecodeEngine::push_loop() {
 
 Status DecodeEngine::push_layer(const PushLayerMsg& msg) {
   DP_ASSIGN_OR_RETURN(PeerNode * pe, rt_.peer(NodeRole::kPrefill, static_cast<int>(msg.pe_index)));
-  transport::TrafficManager& tm = rt_.traffic();
   std::shared_ptr<Request> r;
   {
     std::lock_guard lock(mu_);
     auto it = requests_.find(msg.request_id);
     if (it != requests_.end()) r = it->second;
   }
+  // The request's engine pushes; the answer goes out on engine 0 when the request is unknown.
+  transport::TrafficManager& tm = rt_.traffic(r != nullptr ? r->prepare.engine : 0);
   Status status;
   if (r == nullptr) {
     status = Status::not_found(fmt::format("no prepared request {}", msg.request_id));
+  } else if (msg.pe_engine >= pe->hbm.size()) {
+    status = Status::invalid_argument(fmt::format("prefill node {} has no engine {}", msg.pe_index,
+                                                  msg.pe_engine));
   } else {
     const store::BlockLayout& layout = rt_.layout();
     const auto lb = static_cast<size_t>(layout.layer_block_bytes());
     const auto fb = static_cast<size_t>(layout.full_block_bytes());
     std::vector<transport::RmaRequest> puts;
     for (int64_t b = 0; b < r->hit_blocks; ++b) {
-      puts.push_back({r->buffer.bytes().subspan(b * fb + msg.layer * lb, lb), pe->hbm.get(),
+      puts.push_back({r->buffer.bytes().subspan(b * fb + msg.layer * lb, lb),
+                      pe->hbm[msg.pe_engine].get(),
                       msg.pe_hbm_offset_bytes + b * lb});
     }
     auto op = tm.put(transport::TrafficClass::kKv, *pe->endpoint, puts);
@@ -95,6 +100,7 @@ Result<Json> DecodeEngine::prepare(const Json& request) {
   auto r = std::make_shared<Request>();
   DP_ASSIGN_OR_RETURN(r->prepare, PrepareRequest::from_json(request));
   const PrepareRequest& p = r->prepare;
+  DP_RETURN_IF_ERROR(rt_.check_engine(p.engine), "request {}", p.request_id);
   const store::BlockLayout& layout = rt_.layout();
   const int64_t bt = layout.block_tokens;
   const auto fb = static_cast<size_t>(layout.full_block_bytes());
@@ -143,7 +149,8 @@ Status DecodeEngine::release(uint64_t request_id) {
   return Status::ok();
 }
 
-Status DecodeEngine::persist_block(const store::BlockKey& key,
+Status DecodeEngine::persist_block(int engine,
+                                   const store::BlockKey& key,
                                    std::span<std::byte> hbm,
                                    int64_t block,
                                    int64_t layer_stride_bytes,
@@ -157,9 +164,9 @@ Status DecodeEngine::persist_block(const store::BlockKey& key,
   std::vector<transport::RmaRequest> puts;
   for (int64_t l = 0; l < layout.layers; ++l) {
     puts.push_back({hbm.subspan(l * layer_stride_bytes + block * layout.block_tokens * row, lb),
-                    &rt_.local_dram(), staging.offset_bytes() + l * lb});
+                    &rt_.local_dram(engine), staging.offset_bytes() + l * lb});
   }
-  transport::TrafficManager& tm = rt_.traffic();
+  transport::TrafficManager& tm = rt_.traffic(engine);
   DP_ASSIGN_OR_RETURN(auto op, tm.put(transport::TrafficClass::kKv, tm.local_endpoint(), puts));
   DP_RETURN_IF_ERROR(op.wait(), "copy block {} from DE HBM to the DE buffer", block);
   store::WriteRequest write{key, staging.bytes()};
@@ -199,18 +206,20 @@ Result<Json> DecodeEngine::decode(const Json& request) {
   // Decode start: DE buffer -> DE HBM, laid out [layer][token][bytes].
   const int64_t capacity_tokens = (n + p.gen_tokens + bt - 1) / bt * bt;
   const int64_t stride = capacity_tokens * row;
-  DP_ASSIGN_OR_RETURN(SlotLease hbm, rt_.hbm().allocate(layers * stride));
+  const int engine = p.engine;
+  DP_ASSIGN_OR_RETURN(SlotLease hbm, rt_.hbm(engine).allocate(layers * stride));
   if (!p.oracle) {
     std::vector<transport::RmaRequest> puts;
     for (int64_t b = 0; b * bt < n; ++b) {
       const int64_t tokens = std::min(bt, n - b * bt);
       for (int64_t l = 0; l < layers; ++l) {
-        puts.push_back({r->buffer.bytes().subspan(b * fb + l * lb, tokens * row), &rt_.local_hbm(),
+        puts.push_back({r->buffer.bytes().subspan(b * fb + l * lb, tokens * row),
+                        &rt_.local_hbm(engine),
                         hbm.offset_bytes() + l * stride + b * bt * row});
         bytes.de_h2d += tokens * row;
       }
     }
-    transport::TrafficManager& tm = rt_.traffic();
+    transport::TrafficManager& tm = rt_.traffic(engine);
     DP_ASSIGN_OR_RETURN(auto op, tm.put(transport::TrafficClass::kKv, tm.local_endpoint(), puts));
     DP_RETURN_IF_ERROR(op.wait(), "request {}: DE buffer -> DE HBM", id);
   }
@@ -226,7 +235,7 @@ Result<Json> DecodeEngine::decode(const Json& request) {
   // Oracle: no D2H, so nothing is persisted (the driver names the next turn's hits itself).
   const bool persist = !p.oracle;
   for (int64_t b = hit_blocks; persist && b < static_cast<int64_t>(keys.size()); ++b) {
-    DP_RETURN_IF_ERROR(persist_block(keys[b], hbm_bytes, b, stride, bytes), "request {}", id);
+    DP_RETURN_IF_ERROR(persist_block(engine, keys[b], hbm_bytes, b, stride, bytes), "request {}", id);
   }
   DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend, rt_.backends().make());
   std::vector<int32_t> output{request.value("first_token", 0)};
@@ -252,7 +261,7 @@ Result<Json> DecodeEngine::decode(const Json& request) {
       const int64_t b = pos / bt;
       const store::BlockKey prev = b == 0 ? store::chain_start(fp) : keys[b - 1];
       keys.push_back(store::next_block_key(prev, std::span(sequence).subspan(b * bt, bt)));
-      DP_RETURN_IF_ERROR(persist_block(keys[b], hbm_bytes, b, stride, bytes), "request {}", id);
+      DP_RETURN_IF_ERROR(persist_block(engine, keys[b], hbm_bytes, b, stride, bytes), "request {}", id);
     }
   }
   const double decode_s = std::chrono::duration<double>(Clock::now() - start).count();

@@ -1,5 +1,7 @@
 #pragma once
-// DecodeEngine: the DE side of a turn (PAPER.md §4 "Decode start", "Persistence").
+// DecodeEngine: the DE side of a turn (PAPER.md §4 "Decode start", "Persistence") on the
+// engines of a decode node: each request names its engine (PrepareRequest::engine), whose HBM
+// arena and traffic manager serve it; the DE buffer is the node's.
 //
 //   prepare: allocate the request's DE buffer (Full Blocks for prompt + generation) and, on the
 //            DE read path, read the hit blocks into it from storage (the DE node's SNIC).
@@ -61,7 +63,8 @@ class DecodeEngine {
   void push_loop();
   Status push_layer(const PushLayerMsg& msg);
   // DE HBM -> staging in the DE buffer -> storage, for one full block.
-  Status persist_block(const store::BlockKey& key,
+  Status persist_block(int engine,
+                       const store::BlockKey& key,
                        std::span<std::byte> hbm,
                        int64_t block,
                        int64_t layer_stride_bytes,

@@ -50,6 +50,7 @@ Result<DemoReport> run_demo(LocalCluster& cluster,
     request.gen_tokens = uniform(session.rng, options.min_gen_tokens, options.max_gen_tokens);
     request.path = options.path;
     request.de_index = s % cluster.decode_nodes();
+    request.de_engine = (s / cluster.decode_nodes()) % cluster.engines_per_node();
     auto result = cluster.run_turn(request);
     if (!result.is_ok()) {
       return result.status().with_context(fmt::format("session {} turn {}", s, t));
@@ -102,6 +103,8 @@ Json DemoReport::to_json() const {
                                                 {"ttft_s", r.ttft_s},
                                                 {"tpot_s", r.tpot_s},
                                                 {"decode_node", r.de_index},
+                                                {"decode_engine", r.de_engine},
+                                                {"prefill_engine", r.pe_engine},
                                                 {"layer_timeline_s", r.layer_timeline}});
   }
   return Json{{"wall_s", wall_s}, {"sessions", sessions}};

@@ -72,6 +72,10 @@ Status EngineConfig::validate() const {
           path));
     }
   }
+  if (engines_per_node < 1 || engines_per_node > 16) {
+    return Status::invalid_argument(fmt::format(
+        "live.engines_per_node = {}: a node process hosts 1 to 16 engines", engines_per_node));
+  }
   if (pipeline_depth < 2) {
     return Status::invalid_argument(
         fmt::format("live.pipeline_depth = {} must be at least 2 (one layer computing, the next "
@@ -108,6 +112,8 @@ Status apply_engine_config(Config& f, EngineConfig& c) {
       f.integer("live.weights_seed", static_cast<int64_t>(c.weights_seed), 0, INT64_MAX, "seed"));
   c.pipeline_depth =
       static_cast<int>(f.integer("live.pipeline_depth", c.pipeline_depth, 2, 64, "layers"));
+  c.engines_per_node = static_cast<int>(
+      f.integer("live.engines_per_node", c.engines_per_node, 1, 16, "engines (GPUs) per node"));
   c.request_timeout = std::chrono::milliseconds(
       f.integer("live.request_timeout_ms",
                 std::chrono::duration_cast<std::chrono::milliseconds>(c.request_timeout).count(), 1,

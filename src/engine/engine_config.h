@@ -8,6 +8,7 @@
 //   [store]     block_tokens = 64  data_paths = ["/mnt/kv0"]   capacity_gb = 0
 //   [live]      pe_dram_buffer_mb = 256  de_dram_buffer_mb = 256  hbm_mb = 256
 //               weights_seed = 1  request_timeout_ms = 30000  pipeline_depth = 3
+//               engines_per_node = 1
 //               compute = "cpu"  kv_scale = 1  time_dilation = 1   # "modeled": not run yet
 //   [transport] tls = "sm,self" ... (transport/transport_config.h)
 //   [emulation] snic_gbps = 0                      # per node storage NIC; 0 = unlimited
@@ -23,6 +24,7 @@
 // Errors name the key (store.block_tokens, live.de_dram_buffer_mb, model.preset,
 // store.data_paths) and say what to change. Thread-compatible (a value type).
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,6 +61,9 @@ struct EngineConfig {
   // overlap`: the PE path's layers took 1.17x compute-only with 2, vs 1.04x for the DE path,
   // whose PD transfer is only the miss tokens).
   int pipeline_depth = 3;
+  // Engines (GPUs) per node process, each with its own HBM arena and traffic manager; they
+  // share the node's DRAM buffer, storage NIC and UCX worker.
+  int engines_per_node = 1;
   Duration request_timeout = std::chrono::seconds(30);
   double snic_gbps = 0;
   bool snic_from_hardware = false;  // modeled without emulation.snic_gbps: derived (above)
@@ -70,8 +75,11 @@ struct EngineConfig {
 
   // The storage NIC rate each node's limiter enforces, Gb/s of real time (0 = unlimited).
   double emulated_snic_gbps() const;
-  // Prefills a PE node computes at once: its GPUs with the modeled backend, else no limit.
-  int compute_slots() const { return compute == "modeled" ? hardware.gpus_per_node : 0; }
+  // Prefills each PE engine computes at once: with the modeled backend, the node's GPUs split
+  // among its engines (at least one each); the CPU model has no limit.
+  int compute_slots() const {
+    return compute == "modeled" ? std::max(1, hardware.gpus_per_node / engines_per_node) : 0;
+  }
 
   // Cross-field checks that need the model: a DRAM buffer or HBM arena smaller than one Full
   // Block, and data paths that do not exist. Errors name the key.

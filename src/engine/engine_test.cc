@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "engine/demo.h"
 #include "engine/engine_config.h"
@@ -141,6 +142,40 @@ TEST(Engine, ConcurrentSessionsByAutoGiveTheTokensOfThePePath) {
     const TurnResult& got = reports[1].turns[i].result;
     EXPECT_EQ(got.output_tokens, reports[0].turns[i].result.output_tokens) << "turn " << i;
     check_accounting(got, static_cast<int64_t>(got.output_tokens.size()), layout);
+  }
+}
+
+// Two engines per node (each its own HBM arena and traffic manager, one DRAM buffer per node):
+// sessions spread over both decode engines and prefills over both prefill engines give the
+// tokens of one engine per node, by both read paths.
+TEST(Engine, TwoEnginesPerNodeGiveTheTokensOfOne) {
+  auto run = [](int engines, PathChoice path) {
+    TempDir dir;
+    ClusterOptions options = test_cluster(dir.path(), 1);
+    options.config.engines_per_node = engines;
+    auto cluster = LocalCluster::start(options);
+    EXPECT_TRUE(cluster.is_ok()) << cluster.status().to_string();
+    if (!cluster.is_ok()) return DemoReport{};
+    DemoOptions demo = long_session(path);
+    demo.sessions = 4;
+    demo.turns = 4;
+    auto report = run_demo(**cluster, demo, {});
+    EXPECT_TRUE(report.is_ok()) << report.status().to_string();
+    return report.is_ok() ? std::move(report).value() : DemoReport{};
+  };
+  const DemoReport one = run(1, PathChoice::kPe);
+  for (PathChoice path : {PathChoice::kPe, PathChoice::kDe}) {
+    const DemoReport two = run(2, path);
+    ASSERT_EQ(two.turns.size(), one.turns.size());
+    std::set<int> de_engines;
+    for (size_t i = 0; i < one.turns.size(); ++i) {
+      EXPECT_EQ(two.turns[i].result.output_tokens, one.turns[i].result.output_tokens) << i;
+      de_engines.insert(two.turns[i].result.de_engine);
+      if (two.turns[i].turn > 0) {
+        EXPECT_GT(two.turns[i].result.hit_tokens, 0);
+      }
+    }
+    EXPECT_EQ(de_engines, (std::set<int>{0, 1}));
   }
 }
 

@@ -21,7 +21,9 @@ struct PushLayerMsg {
   uint64_t request_id = 0;
   uint64_t pe_hbm_offset_bytes = 0;  // where hit token 0 of the layer goes in the PE's arena
   uint32_t layer = 0;
-  uint32_t pe_index = 0;
+  uint32_t pe_index = 0;   // the PE node
+  uint32_t pe_engine = 0;  // whose HBM arena on it
+  uint32_t reserved = 0;
 };
 
 struct LayerPushedMsg {

@@ -116,6 +116,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(ClusterOptions options
   DP_ASSIGN_OR_RETURN(c->listener_, transport::OobListener::listen("127.0.0.1"));
   c->nodes_.resize(1 + cfg.decode_nodes);
   c->pending_read_tokens_.assign(c->nodes_.size(), 0);
+  c->pe_engine_prefills_.assign(static_cast<size_t>(cfg.engines_per_node), 0);
   Json hellos = Json::array();
   for (size_t i = 0; i < c->nodes_.size(); ++i) {
     NodeProcess& node = c->nodes_[i];
@@ -137,6 +138,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(ClusterOptions options
     setup.net_devices = cfg.transport.context.net_devices;
     setup.snic_gbps = cfg.emulated_snic_gbps();
     setup.compute_slots = i == 0 ? cfg.compute_slots() : 0;
+    setup.engines = cfg.engines_per_node;
     DP_RETURN_IF_ERROR(c->spawn(node, setup, options));
     auto hello = receive_json(*node.channel, kStartTimeout);
     if (!hello.is_ok())
@@ -224,6 +226,10 @@ Result<TurnResult> LocalCluster::run_turn(const TurnRequest& request) {
   if (request.de_index < 0 || request.de_index >= decode_nodes()) {
     return Status::invalid_argument(fmt::format("decode node {} does not exist ({} running)",
                                                 request.de_index, decode_nodes()));
+  }
+  if (request.de_engine < 0 || request.de_engine >= engines_per_node()) {
+    return Status::invalid_argument(fmt::format("decode engine {} does not exist ({} per node)",
+                                                request.de_engine, engines_per_node()));
   }
   if (!decode_node_alive(request.de_index)) {
     return Status::unavailable(fmt::format(
@@ -337,7 +343,9 @@ Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
                          hit,
                          request.gen_tokens,
                          path == ReadPathKind::kDe,
-                         path == ReadPathKind::kOracle};
+                         path == ReadPathKind::kOracle,
+                         request.de_engine};
+  result.de_engine = request.de_engine;
   Json prep_msg = prepare.to_json();
   prep_msg["cmd"] = "prepare";
   DP_ASSIGN_OR_RETURN(Json prepared, de.link->call(prep_msg, call_timeout()));
@@ -350,11 +358,30 @@ Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
         fmt::format("turn of request {} ({} path, decode node {})", id, path_name(path), de_index));
   };
   if (request.after_prepare) request.after_prepare();
-  PrefillRequest prefill{id,   request.tokens, hit,
-                         path, de_index,       prepared.value("dram_offset", uint64_t{0})};
+  // The prefill engine with the fewest prefills in flight (ties: the lowest index).
+  int pe_engine = 0;
+  {
+    std::lock_guard lock(path_mu_);
+    for (int e = 1; e < engines_per_node(); ++e) {
+      if (pe_engine_prefills_[e] < pe_engine_prefills_[pe_engine]) pe_engine = e;
+    }
+    ++pe_engine_prefills_[pe_engine];
+  }
+  result.pe_engine = pe_engine;
+  PrefillRequest prefill{id,
+                         request.tokens,
+                         hit,
+                         path,
+                         de_index,
+                         prepared.value("dram_offset", uint64_t{0}),
+                         pe_engine};
   Json pre_msg = prefill.to_json();
   pre_msg["cmd"] = "prefill";
   auto prefilled = pe.link->call(pre_msg, call_timeout());
+  {
+    std::lock_guard lock(path_mu_);
+    --pe_engine_prefills_[pe_engine];
+  }
   finish_read();
   if (!prefilled.is_ok()) return fail(prefilled.status());
   result.ttft_s = std::chrono::duration<double>(Clock::now() - start).count();

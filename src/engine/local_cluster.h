@@ -9,6 +9,8 @@
 //   path:        pe, de, recompute, or auto = sched::choose_read_path on the PE node's and the
 //                DE node's read queues (each node's gauge, or the hit tokens of the turns sent to
 //                it whose reads have not finished, whichever is larger);
+//   engines:     the decode engine the request names; the prefill engine with the fewest
+//                prefills in flight (PE selection proper, Algorithm 1, is the scheduler's);
 //   DE prepare (buffer; on the DE path, the storage read), PE prefill (layerwise), DE decode.
 //
 // Failure: every control call has the config's request_timeout; a node that died closes its
@@ -54,6 +56,7 @@ struct TurnRequest {
   int64_t gen_tokens = 16;
   PathChoice path = PathChoice::kAuto;
   int de_index = 0;
+  int de_engine = 0;  // the engine of that decode node (its HBM and traffic manager)
   // kOracle: the hit tokens (rounded down to whole blocks), since the oracle persists nothing
   // for the store to match; the replay's context (hits only within an agent's session).
   int64_t oracle_hit_tokens = 0;
@@ -73,6 +76,8 @@ struct TurnResult {
   double tpot_s = 0;
   Json layer_timeline;
   int de_index = 0;           // the decode node that served the turn
+  int de_engine = 0;          // and its engine
+  int pe_engine = 0;          // the prefill node's engine that prefilled it
   int failed_over_from = -1;  // the decode node that died during the turn, or -1
 };
 
@@ -92,6 +97,7 @@ class LocalCluster {
   bool decode_node_alive(int index);
 
   int decode_nodes() const { return static_cast<int>(nodes_.size()) - 1; }
+  int engines_per_node() const { return config_.engines_per_node; }
   const EngineConfig& config() const { return config_; }
   pid_t decode_pid(int index) const { return nodes_.at(1 + index).pid; }
   const std::vector<std::string>& data_paths() const { return config_.data_paths; }
@@ -120,6 +126,7 @@ class LocalCluster {
   // Serialises auto path decisions, so each sees the reads the previous ones sent.
   std::mutex path_mu_;
   std::vector<int64_t> pending_read_tokens_;  // guarded by path_mu_; per node, as nodes_
+  std::vector<int> pe_engine_prefills_;       // guarded by path_mu_; in flight per PE engine
   std::atomic<uint64_t> next_request_id_{1};  // relaxed: only hands out distinct ids
 };
 

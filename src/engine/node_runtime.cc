@@ -38,6 +38,7 @@ Json NodeSetup::to_json() const {
       {"dram_buffer_bytes", dram_buffer_bytes},
       {"hbm_bytes", hbm_bytes},
       {"pipeline_depth", pipeline_depth},
+      {"engines", engines},
       {"timeout_ms", std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()},
       {"transports", transports},
       {"net_devices", net_devices},
@@ -50,12 +51,13 @@ Result<NodeSetup> NodeSetup::from_json(const Json& j) {
   s.index = j.value("index", 0);
   DP_ASSIGN_OR_RETURN(s.backend, BackendSpec::from_json(j.value("backend", Json::object())));
   s.compute_slots = j.value("compute_slots", s.compute_slots);
+  s.engines = j.value("engines", s.engines);
   s.block_tokens = j.value("block_tokens", s.block_tokens);
   s.data_paths = j.value("data_paths", std::vector<std::string>{});
   s.store_capacity_bytes = j.value("store_capacity_bytes", int64_t{0});
   s.dram_buffer_bytes = j.value("dram_buffer_bytes", uint64_t{0});
   s.hbm_bytes = j.value("hbm_bytes", uint64_t{0});
-  s.pipeline_depth = j.value("pipeline_depth", 2);
+  s.pipeline_depth = j.value("pipeline_depth", s.pipeline_depth);
   s.timeout = std::chrono::milliseconds(j.value("timeout_ms", int64_t{30000}));
   s.transports = j.value("transports", s.transports);
   s.net_devices = j.value("net_devices", std::string());
@@ -96,36 +98,55 @@ Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup)
       rt->dram_,
       SlotPool::create(*rt->worker_, setup.role == NodeRole::kPrefill ? "PE buffer" : "DE buffer",
                        dram_key, setup.dram_buffer_bytes, full_block));
-  DP_ASSIGN_OR_RETURN(rt->hbm_,
-                      SlotPool::create(*rt->worker_, "HBM arena", "live.hbm_mb", setup.hbm_bytes,
-                                       static_cast<uint64_t>(rt->layout_.layer_block_bytes())));
-  DP_ASSIGN_OR_RETURN(rt->traffic_, transport::TrafficManager::create(*rt->worker_, {}));
-  DP_ASSIGN_OR_RETURN(rt->local_hbm_, rt->worker_->import_region(rt->traffic_->local_endpoint(),
-                                                                 rt->hbm_->region().descriptor()));
-  DP_ASSIGN_OR_RETURN(
-      rt->local_dram_,
-      rt->worker_->import_region(rt->traffic_->local_endpoint(), rt->dram_->region().descriptor()));
+  if (setup.engines < 1) {
+    return Status::invalid_argument(
+        fmt::format("node {}: live.engines_per_node = {} must be at least 1", name, setup.engines));
+  }
+  rt->engines_.resize(static_cast<size_t>(setup.engines));
+  for (EngineParts& e : rt->engines_) {
+    DP_ASSIGN_OR_RETURN(e.hbm, SlotPool::create(*rt->worker_, "HBM arena", "live.hbm_mb",
+                                                setup.hbm_bytes,
+                                                static_cast<uint64_t>(rt->layout_.layer_block_bytes())));
+    DP_ASSIGN_OR_RETURN(e.traffic, transport::TrafficManager::create(*rt->worker_, {}));
+    DP_ASSIGN_OR_RETURN(e.local_hbm, rt->worker_->import_region(e.traffic->local_endpoint(),
+                                                                e.hbm->region().descriptor()));
+    DP_ASSIGN_OR_RETURN(e.local_dram, rt->worker_->import_region(e.traffic->local_endpoint(),
+                                                                 rt->dram_->region().descriptor()));
+  }
   return rt;
 }
 
 NodeRuntime::~NodeRuntime() {
   // Imported regions go before their endpoints (members below them are destroyed later).
   for (auto& p : peers_) {
-    p->hbm.reset();
+    p->hbm.clear();
     p->dram.reset();
     p->endpoint.reset();
   }
-  local_dram_.reset();
-  local_hbm_.reset();
-  traffic_.reset();
+  for (EngineParts& e : engines_) {
+    e.local_dram.reset();
+    e.local_hbm.reset();
+    e.traffic.reset();
+  }
+}
+
+Status NodeRuntime::check_engine(int engine) const {
+  if (engine < 0 || engine >= engines()) {
+    return Status::invalid_argument(fmt::format("{} node {} has no engine {} ({} engines)",
+                                                role_name(setup_.role), setup_.index, engine,
+                                                engines()));
+  }
+  return Status::ok();
 }
 
 Json NodeRuntime::hello() const {
+  Json hbm = Json::array();
+  for (const EngineParts& e : engines_) hbm.push_back(to_hex(e.hbm->region().descriptor()));
   return Json{{"role", role_name(setup_.role)},
               {"index", setup_.index},
               {"address", to_hex(worker_->address())},
               {"dram", to_hex(dram_->region().descriptor())},
-              {"hbm", to_hex(hbm_->region().descriptor())}};
+              {"hbm", hbm}};
 }
 
 Status NodeRuntime::connect_peers(const Json& peers) {
@@ -137,10 +158,13 @@ Status NodeRuntime::connect_peers(const Json& peers) {
     peer->index = p.value("index", 0);
     DP_ASSIGN_OR_RETURN(auto address, from_hex(p.value("address", std::string())));
     DP_ASSIGN_OR_RETURN(auto dram, from_hex(p.value("dram", std::string())));
-    DP_ASSIGN_OR_RETURN(auto hbm, from_hex(p.value("hbm", std::string())));
     DP_ASSIGN_OR_RETURN(peer->endpoint, worker_->connect(address));
     DP_ASSIGN_OR_RETURN(peer->dram, worker_->import_region(*peer->endpoint, dram));
-    DP_ASSIGN_OR_RETURN(peer->hbm, worker_->import_region(*peer->endpoint, hbm));
+    for (const Json& blob : p.value("hbm", Json::array())) {
+      DP_ASSIGN_OR_RETURN(auto hbm, from_hex(blob.get<std::string>()));
+      DP_ASSIGN_OR_RETURN(auto region, worker_->import_region(*peer->endpoint, hbm));
+      peer->hbm.push_back(std::move(region));
+    }
     peers_.push_back(std::move(peer));
   }
   return Status::ok();

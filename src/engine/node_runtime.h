@@ -5,8 +5,12 @@
 // one Layer Block), the node's storage NIC (rate limiter, read-queue gauge) and block store, the
 // model, and the connections to the peer nodes of the other role.
 //
-// One engine per node process for now (g = 1). The peers' DRAM buffers and HBM arenas are
-// imported once at setup, so every data-path hop is a put into a region known in advance.
+// A node hosts `setup.engines` engines (g; one per GPU in production). The node's parts are
+// shared by its engines: the UCX worker, the DRAM buffer pool, the storage NIC and the store.
+// Each engine has its own HBM arena and traffic manager (with its loopback endpoint and the
+// node's DRAM pool imported for it), named by its index 0..g-1. The peers' DRAM buffers and
+// every HBM arena of theirs are imported once at setup, so every data-path hop is a put into a
+// region known in advance.
 //
 // Threads: created and connected by the node's main thread; afterwards every member is
 // thread-safe to use (the transport, pool and store objects are), and the peer table is
@@ -46,8 +50,9 @@ struct NodeSetup {
   uint64_t dram_buffer_bytes = 0;
   uint64_t hbm_bytes = 0;
   int pipeline_depth = 3;
-  // Prefills that compute at once on a PE node (its GPUs, each running its own requests); 0 =
-  // no limit (the CPU model, which computes on the CPU).
+  int engines = 1;  // engines (GPUs) on the node
+  // Prefills that compute at once on each PE engine; 0 = no limit (the CPU model, which
+  // computes on the CPU).
   int compute_slots = 0;
   Duration timeout = std::chrono::seconds(30);
   std::string transports = "sm,self";
@@ -67,8 +72,8 @@ struct PeerNode {
   NodeRole role = NodeRole::kDecode;
   int index = 0;
   std::unique_ptr<transport::Endpoint> endpoint;
-  std::unique_ptr<transport::RemoteRegion> dram;  // its DRAM buffer pool
-  std::unique_ptr<transport::RemoteRegion> hbm;   // its HBM arena
+  std::unique_ptr<transport::RemoteRegion> dram;               // its DRAM buffer pool
+  std::vector<std::unique_ptr<transport::RemoteRegion>> hbm;  // its engines' HBM arenas
 };
 
 class NodeRuntime {
@@ -87,17 +92,24 @@ class NodeRuntime {
   const NodeSetup& setup() const { return setup_; }
   const store::BlockLayout& layout() const { return layout_; }
   transport::Worker& worker() { return *worker_; }
-  transport::TrafficManager& traffic() { return *traffic_; }
+  int engines() const { return static_cast<int>(engines_.size()); }
+  // kInvalidArgument when the node has no such engine.
+  Status check_engine(int engine) const;
+  transport::TrafficManager& traffic(int engine) { return *engines_.at(engine).traffic; }
   SlotPool& dram() { return *dram_; }
-  SlotPool& hbm() { return *hbm_; }
+  SlotPool& hbm(int engine) { return *engines_.at(engine).hbm; }
   store::FileStore& store() { return *store_; }
   store::StorageNic& storage_nic() { return *nic_; }
   // Makes the backend of one request (thread-safe).
   const BackendFactory& backends() const { return *backends_; }
-  // Our own HBM arena and DRAM pool as seen through the loopback endpoint: the targets of local
-  // host<->"HBM" copies.
-  const transport::RemoteRegion& local_hbm() const { return *local_hbm_; }
-  const transport::RemoteRegion& local_dram() const { return *local_dram_; }
+  // An engine's HBM arena and the node's DRAM pool as seen through the engine's loopback
+  // endpoint: the targets of its local host<->"HBM" copies.
+  const transport::RemoteRegion& local_hbm(int engine) const {
+    return *engines_.at(engine).local_hbm;
+  }
+  const transport::RemoteRegion& local_dram(int engine) const {
+    return *engines_.at(engine).local_dram;
+  }
   // kNotFound naming the index when there is no such peer.
   Result<PeerNode*> peer(NodeRole role, int index);
 
@@ -112,11 +124,14 @@ class NodeRuntime {
   std::unique_ptr<store::FileStore> store_;
   std::unique_ptr<transport::Context> context_;
   std::unique_ptr<transport::Worker> worker_;
+  struct EngineParts {
+    std::unique_ptr<SlotPool> hbm;
+    std::unique_ptr<transport::TrafficManager> traffic;
+    std::unique_ptr<transport::RemoteRegion> local_hbm;
+    std::unique_ptr<transport::RemoteRegion> local_dram;
+  };
   std::unique_ptr<SlotPool> dram_;
-  std::unique_ptr<SlotPool> hbm_;
-  std::unique_ptr<transport::TrafficManager> traffic_;
-  std::unique_ptr<transport::RemoteRegion> local_hbm_;
-  std::unique_ptr<transport::RemoteRegion> local_dram_;
+  std::vector<EngineParts> engines_;
   std::vector<std::unique_ptr<PeerNode>> peers_;
 };
 

@@ -40,22 +40,25 @@ void PrefillEngine::on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t
 }
 
 Result<PrefillEngine::ComputeSlot> PrefillEngine::acquire_compute_slot(
+    int engine,
     Clock::time_point deadline) {
   const int slots = rt_.setup().compute_slots;
   if (slots <= 0) return ComputeSlot();
   std::unique_lock lock(mu_);
-  if (!cv_.wait_until(lock, deadline, [&] { return busy_slots_ < slots; })) {
+  int& busy = busy_slots_[engine];
+  if (!cv_.wait_until(lock, deadline, [&] { return busy < slots; })) {
     return Status::timed_out(fmt::format(
-        "no free GPU on the prefill node within the request timeout ({} busy)", busy_slots_));
+        "engine {} of the prefill node had no free GPU within the request timeout ({} busy)",
+        engine, busy));
   }
-  ++busy_slots_;
-  return ComputeSlot(this);
+  ++busy;
+  return ComputeSlot(this, engine);
 }
 
-void PrefillEngine::release_compute_slot() {
+void PrefillEngine::release_compute_slot(int engine) {
   {
     std::lock_guard lock(mu_);
-    --busy_slots_;
+    --busy_slots_[engine];
   }
   cv_.notify_all();
 }
@@ -104,7 +107,10 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   const int64_t hit_blocks = req.hit_tokens / bt;
   const int64_t blocks = (n + bt - 1) / bt;
   DP_ASSIGN_OR_RETURN(PeerNode * de, rt_.peer(NodeRole::kDecode, req.de_index));
-  transport::TrafficManager& tm = rt_.traffic();
+  DP_RETURN_IF_ERROR(rt_.check_engine(req.pe_engine), "request {}", req.request_id);
+  const int engine = req.pe_engine;
+  transport::TrafficManager& tm = rt_.traffic(engine);
+  SlotPool& hbm_pool = rt_.hbm(engine);
   HopBytes bytes;
 
   // Storage -> PE buffer (PE read path): the hit Full Blocks, read once.
@@ -130,9 +136,9 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   // HBM: pipeline_depth layer slots of `blocks` Layer Blocks each ([token][bytes] rows).
   const int depth = rt_.setup().pipeline_depth;
   const size_t slot_bytes = static_cast<size_t>(blocks) * lb;
-  DP_ASSIGN_OR_RETURN(SlotLease hbm, rt_.hbm().allocate(slot_bytes * depth));
+  DP_ASSIGN_OR_RETURN(SlotLease hbm, hbm_pool.allocate(slot_bytes * depth));
   auto slot_offset = [&](int64_t l) { return hbm.offset_bytes() + (l % depth) * slot_bytes; };
-  auto slot = [&](int64_t l) { return rt_.hbm().span().subspan(slot_offset(l), slot_bytes); };
+  auto slot = [&](int64_t l) { return hbm_pool.span().subspan(slot_offset(l), slot_bytes); };
 
   const bool oracle = req.path == ReadPathKind::kOracle;
   DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend,
@@ -151,7 +157,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
     if (req.path == ReadPathKind::kPe) {
       std::vector<transport::RmaRequest> puts;
       for (int64_t b = 0; b < hit_blocks; ++b) {
-        puts.push_back({pe_buffer.bytes().subspan(b * fb + l * lb, lb), &rt_.local_hbm(),
+        puts.push_back({pe_buffer.bytes().subspan(b * fb + l * lb, lb), &rt_.local_hbm(engine),
                         slot_offset(l) + b * lb});
       }
       DP_ASSIGN_OR_RETURN(
@@ -159,7 +165,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
       bytes.pe_h2d += hit_blocks * static_cast<int64_t>(lb);
     } else {
       PushLayerMsg msg{req.request_id, slot_offset(l), static_cast<uint32_t>(l),
-                       static_cast<uint32_t>(rt_.setup().index)};
+                       static_cast<uint32_t>(rt_.setup().index), static_cast<uint32_t>(engine)};
       DP_ASSIGN_OR_RETURN(loads[l], tm.send_am(transport::TrafficClass::kModel, *de->endpoint,
                                                kPushLayerAm, message_bytes(msg), {}, op_options));
     }
@@ -194,7 +200,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   Json timeline = Json::array();
   // One GPU computes this prefill: wait for a free one (the node's compute slots).
   const auto queued = Clock::now();
-  DP_ASSIGN_OR_RETURN(ComputeSlot gpu, acquire_compute_slot(deadline));
+  DP_ASSIGN_OR_RETURN(ComputeSlot gpu, acquire_compute_slot(engine, deadline));
   const double gpu_wait_s = seconds_since(queued);
   auto run = [&]() -> Status {
     // Loads run `ahead` layers ahead of the compute. With 3+ slots one slot is left for the

@@ -1,5 +1,7 @@
 #pragma once
-// PrefillEngine: the layerwise prefill of one request at a time, by either read path
+// PrefillEngine: the layerwise prefill of requests on the engines of a PE node (each request
+// names its engine: that engine's HBM arena, traffic manager and compute slots), by either read
+// path
 // (PAPER.md §4, §5; DESIGN.md "Data paths"):
 //
 //   PE read path: storage -> PE buffer (Full Blocks), then per layer l
@@ -50,26 +52,31 @@ class PrefillEngine {
   class ComputeSlot {
    public:
     ComputeSlot() = default;
-    explicit ComputeSlot(PrefillEngine* engine) : engine_(engine) {}
-    ComputeSlot(ComputeSlot&& o) noexcept : engine_(std::exchange(o.engine_, nullptr)) {}
+    ComputeSlot(PrefillEngine* owner, int engine) : owner_(owner), engine_(engine) {}
+    ComputeSlot(ComputeSlot&& o) noexcept
+        : owner_(std::exchange(o.owner_, nullptr)), engine_(o.engine_) {}
     ComputeSlot& operator=(ComputeSlot&& o) noexcept {
       release();
-      engine_ = std::exchange(o.engine_, nullptr);
+      owner_ = std::exchange(o.owner_, nullptr);
+      engine_ = o.engine_;
       return *this;
     }
     ~ComputeSlot() { release(); }
     void release() {
-      if (engine_ != nullptr) std::exchange(engine_, nullptr)->release_compute_slot();
+      if (owner_ != nullptr) std::exchange(owner_, nullptr)->release_compute_slot(engine_);
     }
 
    private:
-    PrefillEngine* engine_ = nullptr;
+    PrefillEngine* owner_ = nullptr;
+    int engine_ = 0;
   };
 
   explicit PrefillEngine(NodeRuntime& runtime) : rt_(runtime) {}
-  // Waits until fewer than compute_slots prefills compute (no wait when the limit is 0).
-  Result<ComputeSlot> acquire_compute_slot(std::chrono::steady_clock::time_point deadline);
-  void release_compute_slot();
+  // Waits until fewer than compute_slots prefills compute on `engine` (no wait when the limit
+  // is 0).
+  Result<ComputeSlot> acquire_compute_slot(int engine,
+                                           std::chrono::steady_clock::time_point deadline);
+  void release_compute_slot(int engine);
   void on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t code);
   // Waits for the DE's "layer pushed" of (request, layer) until `deadline`.
   Status wait_layer_pushed(uint64_t request_id,
@@ -80,7 +87,7 @@ class PrefillEngine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<uint64_t, uint32_t>, int32_t> pushed_;  // guarded by mu_: -> StatusCode
-  int busy_slots_ = 0;                                        // guarded by mu_
+  std::map<int, int> busy_slots_;                             // guarded by mu_: per engine
 };
 
 }  // namespace dualpath::engine

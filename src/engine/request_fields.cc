@@ -65,7 +65,8 @@ Result<std::vector<int32_t>> tokens_of(const Json& j) {
 Json PrefillRequest::to_json() const {
   return Json{{"request_id", request_id}, {"tokens", tokens},
               {"hit_tokens", hit_tokens}, {"path", path_name(path)},
-              {"de_index", de_index},     {"de_dram_offset", de_dram_offset}};
+              {"de_index", de_index},     {"de_dram_offset", de_dram_offset},
+              {"pe_engine", pe_engine}};
 }
 
 Result<PrefillRequest> PrefillRequest::from_json(const Json& j) {
@@ -76,6 +77,7 @@ Result<PrefillRequest> PrefillRequest::from_json(const Json& j) {
   DP_ASSIGN_OR_RETURN(r.path, parse_path(j.value("path", std::string())));
   r.de_index = j.value("de_index", 0);
   r.de_dram_offset = j.value("de_dram_offset", uint64_t{0});
+  r.pe_engine = j.value("pe_engine", 0);
   return r;
 }
 
@@ -85,7 +87,8 @@ Json PrepareRequest::to_json() const {
               {"hit_tokens", hit_tokens},
               {"gen_tokens", gen_tokens},
               {"read_hits", read_hits},
-              {"oracle", oracle}};
+              {"oracle", oracle},
+              {"engine", engine}};
 }
 
 Result<PrepareRequest> PrepareRequest::from_json(const Json& j) {
@@ -96,6 +99,7 @@ Result<PrepareRequest> PrepareRequest::from_json(const Json& j) {
   r.gen_tokens = j.value("gen_tokens", int64_t{0});
   r.read_hits = j.value("read_hits", false);
   r.oracle = j.value("oracle", false);
+  r.engine = j.value("engine", 0);
   return r;
 }
 

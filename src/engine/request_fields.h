@@ -39,8 +39,9 @@ struct PrefillRequest {
   std::vector<int32_t> tokens;  // the whole prompt
   int64_t hit_tokens = 0;       // whole blocks, cached in the store
   ReadPathKind path = ReadPathKind::kPe;
-  int de_index = 0;             // the DE that will decode (and, on the DE path, reads)
-  uint64_t de_dram_offset = 0;  // the request's Full Blocks in that DE's buffer
+  int de_index = 0;             // the DE node that will decode (and, on the DE path, reads)
+  uint64_t de_dram_offset = 0;  // the request's Full Blocks in that DE node's buffer
+  int pe_engine = 0;            // the engine of the PE node that prefills
 
   Json to_json() const;
   static Result<PrefillRequest> from_json(const Json& j);
@@ -55,6 +56,7 @@ struct PrepareRequest {
   int64_t gen_tokens = 0;
   bool read_hits = false;
   bool oracle = false;  // kOracle: no DE buffer, no DE H2D, no persistence
+  int engine = 0;       // the engine of the DE node that decodes
 
   Json to_json() const;
   static Result<PrepareRequest> from_json(const Json& j);
