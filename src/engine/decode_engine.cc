@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <deque>
+#include <optional>
 
 #include "common/log.h"
 
@@ -149,31 +151,39 @@ Status DecodeEngine::release(uint64_t request_id) {
   return Status::ok();
 }
 
-Status DecodeEngine::persist_block(int engine,
-                                   const store::BlockKey& key,
-                                   std::span<std::byte> hbm,
-                                   int64_t block,
-                                   int64_t layer_stride_bytes,
-                                   HopBytes& bytes) {
-  if (rt_.store().contains(key)) return Status::ok();  // another turn or session wrote it
+Result<std::optional<DecodeEngine::PendingPersist>> DecodeEngine::start_persist(
+    int engine,
+    const store::BlockKey& key,
+    std::span<std::byte> hbm,
+    int64_t block,
+    int64_t layer_stride_bytes) {
+  if (rt_.store().contains(key)) {
+    return std::optional<PendingPersist>();  // another turn or session wrote it
+  }
   const store::BlockLayout& layout = rt_.layout();
   const auto lb = static_cast<size_t>(layout.layer_block_bytes());
   const auto fb = static_cast<size_t>(layout.full_block_bytes());
   const int64_t row = layout.bytes_per_token_per_layer;
-  DP_ASSIGN_OR_RETURN(SlotLease staging, rt_.dram().allocate(fb));
+  PendingPersist p;
+  p.block = block;
+  DP_ASSIGN_OR_RETURN(p.staging, rt_.dram().allocate(fb));
   std::vector<transport::RmaRequest> puts;
   for (int64_t l = 0; l < layout.layers; ++l) {
     puts.push_back({hbm.subspan(l * layer_stride_bytes + block * layout.block_tokens * row, lb),
-                    &rt_.local_dram(engine), staging.offset_bytes() + l * lb});
+                    &rt_.local_dram(engine), p.staging.offset_bytes() + l * lb});
   }
   transport::TrafficManager& tm = rt_.traffic(engine);
   DP_ASSIGN_OR_RETURN(auto op, tm.put(transport::TrafficClass::kKv, tm.local_endpoint(), puts));
   DP_RETURN_IF_ERROR(op.wait(), "copy block {} from DE HBM to the DE buffer", block);
-  store::WriteRequest write{key, staging.bytes()};
-  DP_ASSIGN_OR_RETURN(store::IoBatch batch, rt_.store().write(std::span(&write, 1)));
-  DP_RETURN_IF_ERROR(batch.wait_for(rt_.setup().timeout), "persist block {}", block);
-  DP_RETURN_IF_ERROR(batch.results()[0], "persist block {}", block);
-  bytes.persist += static_cast<int64_t>(fb);
+  store::WriteRequest write{key, p.staging.bytes()};
+  DP_ASSIGN_OR_RETURN(p.batch, rt_.store().write(std::span(&write, 1)));
+  return std::optional<PendingPersist>(std::move(p));
+}
+
+Status DecodeEngine::finish_persist(PendingPersist& p, HopBytes& bytes) {
+  DP_RETURN_IF_ERROR(p.batch.wait_for(rt_.setup().timeout), "persist block {}", p.block);
+  DP_RETURN_IF_ERROR(p.batch.results()[0], "persist block {}", p.block);
+  bytes.persist += static_cast<int64_t>(p.staging.size_bytes());
   return Status::ok();
 }
 
@@ -233,9 +243,22 @@ Result<Json> DecodeEngine::decode(const Json& request) {
   std::vector<store::BlockKey> keys = store::block_key_chain(fp, sequence, bt);
   const int64_t hit_blocks = p.hit_tokens / bt;
   // Oracle: no D2H, so nothing is persisted (the driver names the next turn's hits itself).
+  // Blocks are written behind the decode: up to kPersistsInFlight at once, each holding a
+  // one-block staging lease of the DE buffer until its write (with fsync) is done.
   const bool persist = !p.oracle;
+  std::deque<PendingPersist> persisting;
+  auto persist_block = [&](int64_t b) -> Status {
+    while (persisting.size() >= kPersistsInFlight) {
+      DP_RETURN_IF_ERROR(finish_persist(persisting.front(), bytes), "request {}", id);
+      persisting.pop_front();
+    }
+    auto started = start_persist(engine, keys[b], hbm_bytes, b, stride);
+    if (!started.is_ok()) return started.status().with_context(fmt::format("request {}", id));
+    if (*started) persisting.push_back(std::move(**started));
+    return Status::ok();
+  };
   for (int64_t b = hit_blocks; persist && b < static_cast<int64_t>(keys.size()); ++b) {
-    DP_RETURN_IF_ERROR(persist_block(engine, keys[b], hbm_bytes, b, stride, bytes), "request {}", id);
+    DP_RETURN_IF_ERROR(persist_block(b));
   }
   DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend, rt_.backends().make());
   std::vector<int32_t> output{request.value("first_token", 0)};
@@ -261,8 +284,11 @@ Result<Json> DecodeEngine::decode(const Json& request) {
       const int64_t b = pos / bt;
       const store::BlockKey prev = b == 0 ? store::chain_start(fp) : keys[b - 1];
       keys.push_back(store::next_block_key(prev, std::span(sequence).subspan(b * bt, bt)));
-      DP_RETURN_IF_ERROR(persist_block(engine, keys[b], hbm_bytes, b, stride, bytes), "request {}", id);
+      DP_RETURN_IF_ERROR(persist_block(b));
     }
+  }
+  for (PendingPersist& pending : persisting) {
+    DP_RETURN_IF_ERROR(finish_persist(pending, bytes), "request {}", id);
   }
   const double decode_s = std::chrono::duration<double>(Clock::now() - start).count();
   Json reply;

@@ -13,7 +13,9 @@
 //            [layer][token][bytes] in HBM so each layer's KV is one span for attention), release
 //            the buffer, greedy decoding for gen_tokens, and persistence: the prompt's new full
 //            blocks at once, and each generated block as soon as it is full, each as
-//            DE HBM -> DE buffer (a one-block staging lease) -> storage.
+//            DE HBM -> DE buffer (a one-block staging lease) -> storage; the writes run behind
+//            the decode (up to kPersistsInFlight per request) and the turn ends once all are
+//            durable.
 //
 // Threads: thread-safe; prepare/decode/release run on the node's control workers, several
 // requests at once. Push requests arrive on the
@@ -26,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "engine/control_channel.h"
@@ -62,13 +65,24 @@ class DecodeEngine {
   explicit DecodeEngine(NodeRuntime& runtime) : rt_(runtime) {}
   void push_loop();
   Status push_layer(const PushLayerMsg& msg);
-  // DE HBM -> staging in the DE buffer -> storage, for one full block.
-  Status persist_block(int engine,
-                       const store::BlockKey& key,
-                       std::span<std::byte> hbm,
-                       int64_t block,
-                       int64_t layer_stride_bytes,
-                       HopBytes& bytes);
+  // A block on its way to storage: its staging lease and its write. Member order matters: the
+  // batch (which waits for the write when destroyed) goes before the lease it writes from.
+  struct PendingPersist {
+    SlotLease staging;
+    store::IoBatch batch;
+    int64_t block = 0;
+  };
+  // Blocks a decode keeps in flight to storage before it waits for the oldest.
+  static constexpr size_t kPersistsInFlight = 4;
+  // DE HBM -> staging in the DE buffer (waited for), then the write to storage (started, not
+  // waited for). nullopt when the store already holds the block.
+  Result<std::optional<PendingPersist>> start_persist(int engine,
+                                                      const store::BlockKey& key,
+                                                      std::span<std::byte> hbm,
+                                                      int64_t block,
+                                                      int64_t layer_stride_bytes);
+  // Waits for the write; counts its bytes.
+  Status finish_persist(PendingPersist& p, HopBytes& bytes);
 
   NodeRuntime& rt_;
   std::mutex mu_;
