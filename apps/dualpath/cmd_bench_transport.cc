@@ -82,6 +82,10 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--poll-us", opt->worker_poll_us,
                   "Progress threads (ours and the peer's) poll this long after their last event "
                   "before sleeping (default 0)");
+  cmd->add_option("--poll-in-flight-us", opt->worker_poll_in_flight_us,
+                  "Progress threads (ours and the peer's) poll this long after their last event "
+                  "before sleeping while transfers are in flight (default -1: the worker default, "
+                  "200 on tcp, 0 on sm)");
   // The peer process: this same binary, started by the benchmark with these hidden options.
   cmd->add_option("--peer-port", peer->oob_port)->group("");
   cmd->add_option("--peer-tls", peer->transports)->group("");
@@ -89,6 +93,7 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--peer-region-bytes", peer->region_bytes)->group("");
   cmd->add_option("--peer-name", peer->name)->group("");
   cmd->add_option("--peer-poll-us", peer->poll_us)->group("");
+  cmd->add_option("--peer-busy-us", peer->poll_in_flight_us)->group("");
   cmd->callback([=, &exit_code] {
     if (peer->oob_port != 0) {
       peer->net_devices = *peer_devices == "-" ? "" : *peer_devices;

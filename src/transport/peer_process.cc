@@ -28,7 +28,8 @@ std::vector<std::string> peer_arguments(const PeerOptions& options) {
           "--peer-devices",      options.net_devices.empty() ? "-" : options.net_devices,
           "--peer-region-bytes", std::to_string(options.region_bytes),
           "--peer-name",         options.name,
-          "--peer-poll-us",      std::to_string(options.poll_us)};
+          "--peer-poll-us",      std::to_string(options.poll_us),
+          "--peer-busy-us",      std::to_string(options.poll_in_flight_us)};
 }
 
 int run_transport_peer(const PeerOptions& options) {
@@ -45,6 +46,9 @@ int run_transport_peer(const PeerOptions& options) {
   if (!context.is_ok()) return fail(context.status());
   WorkerOptions model_options{options.name};
   model_options.poll_before_sleep = std::chrono::microseconds(options.poll_us);
+  if (options.poll_in_flight_us >= 0) {
+    model_options.poll_while_in_flight = std::chrono::microseconds(options.poll_in_flight_us);
+  }
   auto worker = Worker::create(**context, model_options);
   if (!worker.is_ok()) return fail(worker.status());
   Worker& w = **worker;
@@ -53,6 +57,7 @@ int run_transport_peer(const PeerOptions& options) {
   WorkerOptions kv_options{options.name + "-kv"};
   kv_options.nice = kKvWorkerNice;
   kv_options.poll_before_sleep = model_options.poll_before_sleep;
+  kv_options.poll_while_in_flight = model_options.poll_while_in_flight;
   auto kv_worker = Worker::create(**context, kv_options);
   if (!kv_worker.is_ok()) return fail(kv_worker.status());
   // UCX-allocated, so that shared-memory peers can map it (a direct memcpy per put).

@@ -40,13 +40,15 @@ struct PeerOptions {
   uint64_t region_bytes = 64u << 20;
   std::string name = "peer";
   uint64_t poll_us = 0;  // WorkerOptions::poll_before_sleep of the peer's workers
+  // WorkerOptions::poll_while_in_flight of the peer's workers, µs; negative: the default.
+  int64_t poll_in_flight_us = -1;
 };
 
 // The child's main loop. Returns the process exit code.
 int run_transport_peer(const PeerOptions& options);
 
 // argv form of PeerOptions, for exec: --peer-port N --peer-tls T --peer-devices D
-// --peer-region-bytes B --peer-name N --peer-poll-us U.
+// --peer-region-bytes B --peer-name N --peer-poll-us U --peer-busy-us F (poll_in_flight_us).
 std::vector<std::string> peer_arguments(const PeerOptions& options);
 
 // Parent side: spawns `program` with `args` + peer_arguments(), then connects to it. Owns the

@@ -83,11 +83,16 @@ class Session {
     DP_ASSIGN_OR_RETURN(s->context_, Context::create(co));
     WorkerOptions model_options{"bench", kCaseTimeout};
     model_options.poll_before_sleep = std::chrono::microseconds(options.worker_poll_us);
+    if (options.worker_poll_in_flight_us >= 0) {
+      model_options.poll_while_in_flight =
+          std::chrono::microseconds(options.worker_poll_in_flight_us);
+    }
     DP_ASSIGN_OR_RETURN(s->worker_, Worker::create(*s->context_, model_options));
     // The KV class's own worker (progress thread): the per-class lane of docs/transport.md.
     WorkerOptions kv_options{"bench-kv", kCaseTimeout};
     kv_options.nice = kKvWorkerNice;
     kv_options.poll_before_sleep = model_options.poll_before_sleep;
+    kv_options.poll_while_in_flight = model_options.poll_while_in_flight;
     DP_ASSIGN_OR_RETURN(s->kv_worker_, Worker::create(*s->context_, kv_options));
     DP_ASSIGN_OR_RETURN(s->tm_, TrafficManager::create(*s->worker_, options.traffic));
     // UCX-allocated like ucx_perftest's buffers, so both tools use the same kind of memory.
@@ -100,6 +105,7 @@ class Session {
     po.region_bytes = buffer_bytes;
     po.name = "bench-peer-" + name;
     po.poll_us = options.worker_poll_us;
+    po.poll_in_flight_us = options.worker_poll_in_flight_us;
     DP_ASSIGN_OR_RETURN(s->peer_,
                         PeerProcess::spawn(*s->worker_, options.peer_program, options.peer_args, po,
                                            kSetupTimeout, s->kv_worker_.get()));
@@ -439,6 +445,7 @@ nlohmann::json transport_report_json(const TransportBenchReport& report) {
                 {"model_reserve_bytes", o.traffic.model_reserve_bytes},
                 {"max_batch_ops", o.traffic.max_batch_ops},
                 {"worker_poll_us", o.worker_poll_us},
+                {"worker_poll_in_flight_us", o.worker_poll_in_flight_us},
                 {"isolation_kv_message_bytes", o.isolation_kv_message_bytes}};
   j["cases"] = nlohmann::json::array();
   for (const auto& c : report.cases) {

@@ -40,6 +40,8 @@ struct TransportBenchOptions {
   TrafficManagerOptions traffic;
   // WorkerOptions::poll_before_sleep of every worker, ours and the peer's (0: sleep at once).
   uint64_t worker_poll_us = 0;
+  // WorkerOptions::poll_while_in_flight of every worker, µs (negative: the worker default).
+  int64_t worker_poll_in_flight_us = -1;
 };
 
 struct BenchCase {

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     if (key == "--peer-region-bytes") options.region_bytes = std::stoull(value);
     if (key == "--peer-name") options.name = value;
     if (key == "--peer-poll-us") options.poll_us = std::stoull(value);
+    if (key == "--peer-busy-us") options.poll_in_flight_us = std::stoll(value);
   }
   return dualpath::transport::run_transport_peer(options);
 }

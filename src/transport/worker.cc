@@ -40,6 +40,9 @@ Result<std::unique_ptr<Worker>> Worker::create(Context& context, WorkerOptions o
   if (options.default_timeout <= Duration::zero()) {
     return Status::invalid_argument("WorkerOptions::default_timeout must be positive");
   }
+  if (options.poll_while_in_flight && *options.poll_while_in_flight < Duration::zero()) {
+    return Status::invalid_argument("WorkerOptions::poll_while_in_flight must not be negative");
+  }
   // The UCP worker is created on the progress thread that will own it.
   std::promise<Result<std::unique_ptr<WorkerCore>>> created;
   auto created_future = created.get_future();
@@ -48,8 +51,11 @@ Result<std::unique_ptr<Worker>> Worker::create(Context& context, WorkerOptions o
   std::string name = options.name;
   int nice = options.nice;
   Duration poll = options.poll_before_sleep;
+  // WorkerOptions::poll_while_in_flight, resolved: the default depends on the transports.
+  Duration busy = options.poll_while_in_flight.value_or(
+      context.peer_failure_detection() ? kPollWhileInFlight : Duration::zero());
   std::thread thread(
-      [&context, name, nice, poll, &created, started = std::move(started_future)]() mutable {
+      [&context, name, nice, poll, busy, &created, started = std::move(started_future)]() mutable {
         std::string thread_name = ("dp-" + name).substr(0, 15);
         pthread_setname_np(pthread_self(), thread_name.c_str());
         // Per-thread on Linux: setpriority on a thread id changes only that thread.
@@ -67,7 +73,7 @@ Result<std::unique_ptr<Worker>> Worker::create(Context& context, WorkerOptions o
           created.set_value(st);
           return;
         }
-        created.set_value(std::make_unique<WorkerCore>(context.native(), w, name, poll));
+        created.set_value(std::make_unique<WorkerCore>(context.native(), w, name, poll, busy));
         WorkerCore* core = started.get();
         if (core) core->run();
       });

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,7 +54,20 @@ struct WorkerOptions {
   // that other threads on the same cores then lack; measured both ways in docs/transport.md
   // ("Active messages vs ucp_am_bw"), so it is off by default.
   Duration poll_before_sleep = Duration::zero();
+  // The same, but only while the worker has transfers in flight (our sends, puts and gets not
+  // yet complete, or rendezvous active messages being received) or had within this time; a
+  // worker without recent transfers sleeps at once (unless poll_before_sleep says otherwise).
+  // Unset: kPollWhileInFlight when the context has network transports
+  // (Context::peer_failure_detection(), e.g. tcp), zero when it has only shared memory. Over
+  // tcp a streaming transfer otherwise sleeps and wakes tens of times per message in both
+  // processes (each time the socket buffer fills or drains); over shared memory on few shared
+  // cores the polling thread takes CPU time from the thread doing the copy. Measured in
+  // docs/transport.md ("Active messages vs ucp_am_bw").
+  std::optional<Duration> poll_while_in_flight = std::nullopt;
 };
+
+// WorkerOptions::poll_while_in_flight on contexts with network transports.
+inline constexpr Duration kPollWhileInFlight = std::chrono::microseconds(200);
 
 // One piece of a put or a get: `local` lies inside a MemoryRegion of this worker (the source of
 // a put, the destination of a get); the remote range is [remote_offset_bytes,

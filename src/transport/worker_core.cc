@@ -113,10 +113,12 @@ struct WorkerCore::AmRecv {
 WorkerCore::WorkerCore(ucp_context_h context,
                        ucp_worker_h worker,
                        std::string name,
-                       Duration poll_before_sleep)
+                       Duration poll_before_sleep,
+                       Duration poll_while_in_flight)
     : worker_(worker),
       name_(std::move(name)),
       poll_before_sleep_(poll_before_sleep),
+      poll_while_in_flight_(poll_while_in_flight),
       am_buffers_(
           kAmBufferCacheBytes,
           [this, context](size_t capacity) { return allocate_am_buffer(context, capacity); },
@@ -187,6 +189,7 @@ void WorkerCore::run() {
                  ucs_status_string(st));
   }
   SteadyTime last_event = std::chrono::steady_clock::now();
+  SteadyTime last_in_flight{};  // when transfers were last seen in flight
   for (;;) {
     inbox_.clear_signal();
     for (auto& task : inbox_.take_all()) task();
@@ -205,8 +208,16 @@ void WorkerCore::run() {
       last_event = now;
       continue;
     }
-    // WorkerOptions::poll_before_sleep: keep polling a while after the last event.
-    if (std::chrono::steady_clock::now() - last_event < poll_before_sleep_) continue;
+    // WorkerOptions::poll_before_sleep: keep polling a while after the last event;
+    // WorkerOptions::poll_while_in_flight: the same while transfers are in flight or were so
+    // within that time (the gap between one rendezvous message and the next is not idleness).
+    SteadyTime idle_since = std::chrono::steady_clock::now();
+    if (!pending_.empty() || am_receiving_ > 0) last_in_flight = idle_since;
+    Duration poll = poll_before_sleep_;
+    if (idle_since - last_in_flight < poll_while_in_flight_) {
+      poll = std::max(poll, poll_while_in_flight_);
+    }
+    if (idle_since - last_event < poll) continue;
     // Sleep until UCX, the inbox or a deadline wakes us; ucp_worker_arm says BUSY when events
     // arrived since the last progress, and then we progress again instead of sleeping.
     if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
@@ -485,6 +496,7 @@ ucs_status_t WorkerCore::on_am(void* arg,
                 slot->core->name_, slot->id, length, ucs_status_string(UCS_PTR_STATUS(req)));
     slot->core->am_buffers_.give_back(recv->data);
   } else {
+    ++slot->core->am_receiving_;
     recv.release();  // owned by the request until on_am_data
   }
   return UCS_OK;
@@ -492,6 +504,7 @@ ucs_status_t WorkerCore::on_am(void* arg,
 
 void WorkerCore::on_am_data(void* request, ucs_status_t status, size_t, void* user_data) {
   std::unique_ptr<AmRecv> recv(static_cast<AmRecv*>(user_data));
+  --recv->slot->core->am_receiving_;
   if (status == UCS_OK) {
     recv->slot->handler(AmMessage{recv->slot->id, recv->header, recv->data.span()});
   } else {

@@ -71,7 +71,8 @@ class WorkerCore {
   WorkerCore(ucp_context_h context,
              ucp_worker_h worker,
              std::string name,
-             Duration poll_before_sleep);
+             Duration poll_before_sleep,
+             Duration poll_while_in_flight = Duration::zero());
   ~WorkerCore();  // destroys the UCP worker; the progress thread must have stopped
 
   // Thread-safe.
@@ -146,7 +147,9 @@ class WorkerCore {
 
   ucp_worker_h worker_;
   std::string name_;
-  Duration poll_before_sleep_;  // WorkerOptions::poll_before_sleep
+  Duration poll_before_sleep_;     // WorkerOptions::poll_before_sleep
+  Duration poll_while_in_flight_;  // WorkerOptions::poll_while_in_flight, resolved
+  uint64_t am_receiving_ = 0;      // rendezvous receives not yet complete (on_am .. on_am_data)
   TaskInbox inbox_;
   bool stopping_ = false;
   uint64_t next_pending_id_ = 1;

@@ -229,6 +229,14 @@ TEST_P(WorkerTest, OperationsToAStoppedPeerTimeOutAtTheirDeadline) {
   kill(peer.pid(), SIGCONT);
 }
 
+TEST_P(WorkerTest, NegativePollWhileInFlightIsRejected) {
+  WorkerOptions options{"negative-poll"};
+  options.poll_while_in_flight = std::chrono::microseconds(-1);
+  auto worker = Worker::create(*context_, options);
+  ASSERT_FALSE(worker.is_ok());
+  EXPECT_TRUE(worker.status().is_invalid_argument()) << worker.status().to_string();
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports,
                          WorkerTest,
                          testing::Values(kSharedMemory, kTcpLoopback),
