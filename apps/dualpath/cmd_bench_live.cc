@@ -51,8 +51,8 @@ Result<BenchConfigs> load_configs(const LiveArgs& a) {
   }
   DP_ASSIGN_OR_RETURN(Config file, Config::from_file(a.config_path));
   BenchConfigs c;
-  const std::string model = file.string("model.preset", "ds660b");
-  DP_ASSIGN_OR_RETURN(c.sim, sim::default_sim_config(model));
+  // apply_config starts over from the defaults of the file's model.preset.
+  DP_ASSIGN_OR_RETURN(c.sim, sim::default_sim_config("ds660b"));
   DP_RETURN_IF_ERROR(sim::apply_config(file, c.sim));
   DP_RETURN_IF_ERROR(engine::apply_engine_config(file, c.live));
   DP_RETURN_IF_ERROR(file.finish());
@@ -63,8 +63,7 @@ Result<BenchConfigs> load_configs(const LiveArgs& a) {
         "workload.think_time = true: the live benchmark replays without think time; set it to "
         "false");
   }
-  c.sim.pe_ep_nodes = std::min(c.sim.pe_ep_nodes, c.sim.prefill_nodes);
-  c.sim.de_ep_nodes = std::min(c.sim.de_ep_nodes, c.sim.decode_nodes);
+  c.sim.fit_ep_groups();
   DP_RETURN_IF_ERROR(c.sim.validate());
   DP_RETURN_IF_ERROR(c.live.validate());
   return c;

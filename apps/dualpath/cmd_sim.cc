@@ -63,9 +63,7 @@ Result<sim::SimConfig> make_config(const SimArgs& a) {
   if (a.layer_overhead_ms >= 0) cfg.eff.layer_overhead_s = a.layer_overhead_ms / 1e3;
   if (a.hbm_reserved_gb >= 0) cfg.hbm_reserved_bytes = a.hbm_reserved_gb * 1e9;
   if (a.basic_kv_gb >= 0) cfg.basic_prefill_kv_bytes = a.basic_kv_gb * 1e9;
-  // EP groups never span more nodes than the role has.
-  cfg.pe_ep_nodes = std::min(cfg.pe_ep_nodes, cfg.prefill_nodes);
-  cfg.de_ep_nodes = std::min(cfg.de_ep_nodes, cfg.decode_nodes);
+  cfg.fit_ep_groups();
   DP_RETURN_IF_ERROR(cfg.validate());
   return cfg;
 }

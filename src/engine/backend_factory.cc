@@ -9,6 +9,19 @@
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
 
+// The CostModel's inputs travel in a node's setup message: every field, by name (a field absent
+// from the message keeps its default).
+namespace dualpath::model {
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HardwareSpec, name, gpus_per_node, bf16_flops,
+                                                fp8_flops, hbm_bytes, hbm_bytes_per_s,
+                                                cnic_bytes_per_s, snics_per_node,
+                                                snic_bytes_per_s, dram_bytes_per_s,
+                                                pcie_bytes_per_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Efficiency, linear_mfu, attention_mfu,
+                                                layer_overhead_s, decode_step_overhead_s,
+                                                decode_mbu, storage_efficiency)
+}  // namespace dualpath::model
+
 namespace dualpath::engine {
 
 namespace {
@@ -19,33 +32,14 @@ constexpr const char* kModeledHardware = "h800";
 }  // namespace
 
 Json BackendSpec::to_json() const {
-  const model::HardwareSpec& h = hardware;
-  const model::Efficiency& e = efficiency;
   return Json{{"compute", compute},
               {"model", model},
               {"weights_seed", weights_seed},
               {"kv_scale", kv_scale},
               {"time_dilation", time_dilation},
               {"decode_ep_gpus", decode_ep_gpus},
-              {"hardware",
-               {{"name", h.name},
-                {"gpus_per_node", h.gpus_per_node},
-                {"bf16_flops", h.bf16_flops},
-                {"fp8_flops", h.fp8_flops},
-                {"hbm_bytes", h.hbm_bytes},
-                {"hbm_bytes_per_s", h.hbm_bytes_per_s},
-                {"cnic_bytes_per_s", h.cnic_bytes_per_s},
-                {"snics_per_node", h.snics_per_node},
-                {"snic_bytes_per_s", h.snic_bytes_per_s},
-                {"dram_bytes_per_s", h.dram_bytes_per_s},
-                {"pcie_bytes_per_s", h.pcie_bytes_per_s}}},
-              {"efficiency",
-               {{"linear_mfu", e.linear_mfu},
-                {"attention_mfu", e.attention_mfu},
-                {"layer_overhead_s", e.layer_overhead_s},
-                {"decode_step_overhead_s", e.decode_step_overhead_s},
-                {"decode_mbu", e.decode_mbu},
-                {"storage_efficiency", e.storage_efficiency}}}};
+              {"hardware", hardware},
+              {"efficiency", efficiency}};
 }
 
 Result<BackendSpec> BackendSpec::from_json(const Json& j) {
@@ -57,31 +51,8 @@ Result<BackendSpec> BackendSpec::from_json(const Json& j) {
     s.kv_scale = j.value("kv_scale", s.kv_scale);
     s.time_dilation = j.value("time_dilation", s.time_dilation);
     s.decode_ep_gpus = j.value("decode_ep_gpus", s.decode_ep_gpus);
-    if (const auto it = j.find("hardware"); it != j.end()) {
-      model::HardwareSpec& h = s.hardware;
-      const Json& hj = *it;
-      h.name = hj.value("name", h.name);
-      h.gpus_per_node = hj.value("gpus_per_node", h.gpus_per_node);
-      h.bf16_flops = hj.value("bf16_flops", h.bf16_flops);
-      h.fp8_flops = hj.value("fp8_flops", h.fp8_flops);
-      h.hbm_bytes = hj.value("hbm_bytes", h.hbm_bytes);
-      h.hbm_bytes_per_s = hj.value("hbm_bytes_per_s", h.hbm_bytes_per_s);
-      h.cnic_bytes_per_s = hj.value("cnic_bytes_per_s", h.cnic_bytes_per_s);
-      h.snics_per_node = hj.value("snics_per_node", h.snics_per_node);
-      h.snic_bytes_per_s = hj.value("snic_bytes_per_s", h.snic_bytes_per_s);
-      h.dram_bytes_per_s = hj.value("dram_bytes_per_s", h.dram_bytes_per_s);
-      h.pcie_bytes_per_s = hj.value("pcie_bytes_per_s", h.pcie_bytes_per_s);
-    }
-    if (const auto it = j.find("efficiency"); it != j.end()) {
-      model::Efficiency& e = s.efficiency;
-      const Json& ej = *it;
-      e.linear_mfu = ej.value("linear_mfu", e.linear_mfu);
-      e.attention_mfu = ej.value("attention_mfu", e.attention_mfu);
-      e.layer_overhead_s = ej.value("layer_overhead_s", e.layer_overhead_s);
-      e.decode_step_overhead_s = ej.value("decode_step_overhead_s", e.decode_step_overhead_s);
-      e.decode_mbu = ej.value("decode_mbu", e.decode_mbu);
-      e.storage_efficiency = ej.value("storage_efficiency", e.storage_efficiency);
-    }
+    s.hardware = j.value("hardware", s.hardware);
+    s.efficiency = j.value("efficiency", s.efficiency);
   } catch (const Json::exception& ex) {
     return Status::invalid_argument(fmt::format("bad backend spec in the node setup: {}", ex.what()));
   }

@@ -25,8 +25,8 @@ BackendSpec EngineConfig::backend_spec() const {
 
 double EngineConfig::emulated_snic_gbps() const {
   if (!snic_from_hardware) return snic_gbps;
-  return bytes_per_s_to_gbps(hardware.node_snic_bytes_per_s()) * efficiency.storage_efficiency *
-         kv_scale / time_dilation;
+  return bytes_per_s_to_gbps(model::usable_snic_bytes_per_s(hardware, efficiency)) * kv_scale /
+         time_dilation;
 }
 
 Result<ModelKvShape> model_kv_shape(const EngineConfig& config) {

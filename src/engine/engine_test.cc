@@ -320,6 +320,30 @@ Status load_error(const std::string& toml, const std::string& dir) {
   return load_engine_config(path).status();
 }
 
+// A node prices modeled time with the driver's [hardware] and [efficiency]: they survive the
+// setup message field by field.
+TEST(EngineConfig, SetupCarriesTheCostModelInputs) {
+  NodeSetup setup;
+  setup.backend.compute = "modeled";
+  setup.backend.hardware.name = "custom";
+  setup.backend.hardware.snic_bytes_per_s = 1.25e9;
+  setup.backend.hardware.gpus_per_node = 4;
+  setup.backend.efficiency.layer_overhead_s = 0.001;
+  setup.backend.efficiency.storage_efficiency = 0.5;
+  setup.backend.decode_ep_gpus = 16;
+  setup.engines = 3;
+  auto back = NodeSetup::from_json(setup.to_json());
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->backend.hardware.name, "custom");
+  EXPECT_EQ(back->backend.hardware.snic_bytes_per_s, 1.25e9);
+  EXPECT_EQ(back->backend.hardware.gpus_per_node, 4);
+  EXPECT_EQ(back->backend.efficiency.layer_overhead_s, 0.001);
+  EXPECT_EQ(back->backend.efficiency.storage_efficiency, 0.5);
+  EXPECT_EQ(back->backend.efficiency.linear_mfu, model::Efficiency{}.linear_mfu);
+  EXPECT_EQ(back->backend.decode_ep_gpus, 16);
+  EXPECT_EQ(back->engines, 3);
+}
+
 TEST(EngineConfig, BadValuesNameTheirKey) {
   TempDir dir;
   struct Case {

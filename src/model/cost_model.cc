@@ -32,6 +32,10 @@ double CostModel::linear_peak() const {
   return model_.weight_bytes_per_param <= 1.0 ? hw_.fp8_flops : hw_.bf16_flops;
 }
 
+double usable_snic_bytes_per_s(const HardwareSpec& hw, const Efficiency& eff) {
+  return hw.node_snic_bytes_per_s() * eff.storage_efficiency;
+}
+
 double CostModel::attention_s(const PrefillWork& w) const {
   return model_.attention_flops_for(w.cached_tokens, w.new_tokens) /
          (eff_.attention_mfu * hw_.bf16_flops);

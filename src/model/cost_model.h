@@ -45,6 +45,11 @@ struct Efficiency {
   Status validate() const;
 };
 
+// What one node's storage NICs deliver to the storage client: line rate x storage_efficiency,
+// bytes per second. The simulator's SNIC servers and the live system's emulated limiter both run
+// at it.
+double usable_snic_bytes_per_s(const HardwareSpec& hw, const Efficiency& eff);
+
 struct PrefillWork {
   int64_t cached_tokens = 0;  // KV available (storage hit or an earlier chunk)
   int64_t new_tokens = 0;     // tokens computed now (bsz in PAPER.md §8.4)

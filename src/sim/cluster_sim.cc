@@ -108,7 +108,7 @@ class ClusterSim {
   double kv_bytes(int64_t tokens) const {
     return static_cast<double>(tokens) * static_cast<double>(cfg_.model.stored_bytes_per_token());
   }
-  double snic_rate() const { return cfg_.hw.node_snic_bytes_per_s() * cfg_.eff.storage_efficiency; }
+  double snic_rate() const { return model::usable_snic_bytes_per_s(cfg_.hw, cfg_.eff); }
 
   void build();
   void on_arrive(uint32_t a);

@@ -25,8 +25,7 @@ SimConfig base(const std::string& model, const std::string& dataset, int p, int 
   c.dataset = dataset;
   c.prefill_nodes = p;
   c.decode_nodes = d;
-  c.pe_ep_nodes = std::min(c.pe_ep_nodes, p);
-  c.de_ep_nodes = std::min(c.de_ep_nodes, d);
+  c.fit_ep_groups();
   c.agents = agents;
   c.mode = mode;
   c.seed = seed;

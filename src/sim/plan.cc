@@ -16,8 +16,7 @@ Result<PlanRecommendation> recommend_pd(const SimConfig& base, int total_nodes, 
     SimConfig cfg = base;
     cfg.prefill_nodes = p;
     cfg.decode_nodes = total_nodes - p;
-    cfg.pe_ep_nodes = std::min(cfg.pe_ep_nodes, p);
-    cfg.de_ep_nodes = std::min(cfg.de_ep_nodes, total_nodes - p);
+    cfg.fit_ep_groups();
     PlanCandidate c;
     c.prefill_nodes = p;
     c.decode_nodes = total_nodes - p;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <tuple>
@@ -30,6 +31,11 @@ Result<Mode> parse_mode(std::string_view name) {
 }
 
 std::string_view mode_name(Mode m) { return mode_names()[static_cast<size_t>(m)]; }
+
+void SimConfig::fit_ep_groups() {
+  pe_ep_nodes = std::min(pe_ep_nodes, prefill_nodes);
+  de_ep_nodes = std::min(de_ep_nodes, decode_nodes);
+}
 
 std::string SimConfig::pd_label() const {
   return fmt::format("{}P{}D", prefill_nodes, decode_nodes);

@@ -70,6 +70,9 @@ struct SimConfig {
 
   std::string pd_label() const;
   Status validate() const;
+  // EP groups never span more nodes than their role has: clamps pe_ep_nodes and de_ep_nodes to
+  // the node counts (call after setting them).
+  void fit_ep_groups();
 };
 
 // "2P4D" -> (2, 4).
