@@ -86,16 +86,12 @@ struct ModeRun {
   std::optional<sim::SimResult> sim;
 };
 
-// A fresh store per run: a temporary directory, or one inside each configured data path.
+// A fresh store per run: a directory inside each configured data path (none configured: the
+// cluster makes, and removes, a temporary one itself).
 Result<std::vector<std::string>> fresh_data_paths(const engine::EngineConfig& cfg,
                                                   const std::string& mode) {
-  std::vector<std::string> bases = cfg.data_paths;
-  if (bases.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    bases.push_back(tmp ? tmp : "/tmp");
-  }
   std::vector<std::string> out;
-  for (const std::string& base : bases) {
+  for (const std::string& base : cfg.data_paths) {
     std::string dir = fmt::format("{}/dualpath-bench-live-{}-{}", base, ::getpid(), mode);
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);

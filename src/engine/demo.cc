@@ -49,8 +49,7 @@ Result<DemoReport> run_demo(LocalCluster& cluster,
     request.tokens = session.context;
     request.gen_tokens = uniform(session.rng, options.min_gen_tokens, options.max_gen_tokens);
     request.path = options.path;
-    request.de_index = s % cluster.decode_nodes();
-    request.de_engine = (s / cluster.decode_nodes()) % cluster.engines_per_node();
+    cluster.place_session(s, request);
     auto result = cluster.run_turn(request);
     if (!result.is_ok()) {
       return result.status().with_context(fmt::format("session {} turn {}", s, t));

@@ -56,8 +56,7 @@ Result<LiveBenchResult> run_live_bench(LocalCluster& cluster,
       }
       request.gen_tokens = std::max<int64_t>(1, turn.gen_tokens);
       request.path = options.path;
-      request.de_index = static_cast<int>(a % cluster.decode_nodes());
-      request.de_engine = static_cast<int>((a / cluster.decode_nodes()) % cluster.engines_per_node());
+      cluster.place_session(static_cast<int64_t>(a), request);
       // What a store could hold: every context token but the last generated one, whose KV the
       // next prefill computes (so a context of whole blocks hits one block less).
       request.oracle_hit_tokens = std::max<int64_t>(0, static_cast<int64_t>(context.size()) - 1);

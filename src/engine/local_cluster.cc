@@ -211,6 +211,12 @@ Result<int64_t> LocalCluster::read_queue_tokens(NodeProcess& node) {
   return reply.value("read_queue_tokens", int64_t{0});
 }
 
+void LocalCluster::place_session(int64_t session, TurnRequest& request) const {
+  const int64_t d = decode_nodes();
+  request.de_index = static_cast<int>(session % d);
+  request.de_engine = static_cast<int>((session / d) % engines_per_node());
+}
+
 bool LocalCluster::decode_node_alive(int index) {
   NodeProcess& node = nodes_.at(1 + index);
   std::lock_guard lock(pids_mu_);

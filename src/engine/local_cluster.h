@@ -95,6 +95,9 @@ class LocalCluster {
   // kUnavailable naming the dead ones.
   Result<TurnResult> run_turn(const TurnRequest& request);
   bool decode_node_alive(int index);
+  // Where session (or agent) `session` decodes, so its later turns hit what its decode node
+  // persisted: node s mod D, engine (s / D) mod g. Sets request.de_index and de_engine.
+  void place_session(int64_t session, TurnRequest& request) const;
 
   int decode_nodes() const { return static_cast<int>(nodes_.size()) - 1; }
   int engines_per_node() const { return config_.engines_per_node; }
