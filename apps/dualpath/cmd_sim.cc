@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "apps/dualpath/calibration_flags.h"
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
 #include "sim/experiment.h"
@@ -27,7 +28,7 @@ struct SimArgs {
   std::string json_path;
   std::string timeseries_path;
   bool quiet = false;
-  double linear_mfu = 0, storage_efficiency = 0, layer_overhead_ms = -1, hbm_reserved_gb = -1, basic_kv_gb = -1;
+  CalibrationFlags calibration;
 };
 
 // Builds the config: model defaults, then the file, then the flags (flags win).
@@ -58,11 +59,7 @@ Result<sim::SimConfig> make_config(const SimArgs& a) {
   if (a.append_scale != 0) cfg.append_scale = a.append_scale;
   if (a.gen_scale != 0) cfg.gen_scale = a.gen_scale;
   if (a.think_time) cfg.think_time = true;
-  if (a.linear_mfu != 0) cfg.eff.linear_mfu = a.linear_mfu;
-  if (a.storage_efficiency != 0) cfg.eff.storage_efficiency = a.storage_efficiency;
-  if (a.layer_overhead_ms >= 0) cfg.eff.layer_overhead_s = a.layer_overhead_ms / 1e3;
-  if (a.hbm_reserved_gb >= 0) cfg.hbm_reserved_bytes = a.hbm_reserved_gb * 1e9;
-  if (a.basic_kv_gb >= 0) cfg.basic_prefill_kv_bytes = a.basic_kv_gb * 1e9;
+  a.calibration.apply(cfg);
   cfg.fit_ep_groups();
   DP_RETURN_IF_ERROR(cfg.validate());
   return cfg;
@@ -124,15 +121,7 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--json", args->json_path, "write the metrics as JSON to this file");
   cmd->add_option("--timeseries", args->timeseries_path,
                   "write per-node SNIC read Gb/s and running agents per 10 s to this CSV");
-  cmd->add_option("--linear-mfu", args->linear_mfu, "override the fitted linear-layer MFU");
-  cmd->add_option("--storage-efficiency", args->storage_efficiency,
-                  "override the fitted fraction of SNIC line rate the storage client reaches");
-  cmd->add_option("--layer-overhead-ms", args->layer_overhead_ms,
-                  "override the fitted fixed cost per layer per forward pass");
-  cmd->add_option("--hbm-reserved-gb", args->hbm_reserved_gb,
-                  "HBM per GPU kept for activations and workspace (not KV)");
-  cmd->add_option("--basic-prefill-kv-gb", args->basic_kv_gb,
-                  "HBM per PE GPU a Basic (non-layerwise) batch may fill with KV");
+  args->calibration.add_to(cmd);
   cmd->add_flag("--quiet", args->quiet, "no progress lines on stderr");
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }

@@ -42,6 +42,7 @@ std::string label_of(const SimConfig& c, const std::string& extra = {}) {
 std::vector<PaperRun> paper_runs(const PaperOptions& o) {
   std::vector<PaperRun> runs;
   auto add = [&](const std::string& fig, SimConfig cfg, const std::string& extra = {}) {
+    if (o.adjust) o.adjust(cfg);
     runs.push_back({fig, label_of(cfg, extra), std::move(cfg), {}});
   };
   const Mode fig7_modes[] = {Mode::kBasic, Mode::kFull, Mode::kOracle};

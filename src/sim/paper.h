@@ -37,6 +37,8 @@ struct PaperOptions {
   std::vector<std::string> figures = {"fig7", "fig8", "fig9", "fig12", "table3"};
   int threads = 2;
   uint64_t seed = 1;
+  // Applied to every run's config before it is simulated (e.g. a calibration factor to try).
+  std::function<void(SimConfig&)> adjust;
   std::function<void(const PaperRun&, size_t done, size_t total)> on_run;
 };
 

@@ -1,0 +1,48 @@
+#pragma once
+// The flags that override the simulator's fitted calibration factors (docs/calibration.md),
+// shared by `dualpath sim` (one run) and `dualpath paper` (every run of the paper's checks, to
+// see how the checks move with a factor).
+
+#include <CLI/CLI.hpp>
+
+#include "sim/sim_config.h"
+
+namespace dualpath::app {
+
+struct CalibrationFlags {
+  double linear_mfu = 0;
+  double attention_mfu = 0;
+  double storage_efficiency = 0;
+  double layer_overhead_ms = -1;
+  double hbm_reserved_gb = -1;
+  double basic_kv_gb = -1;
+
+  void add_to(CLI::App* cmd) {
+    cmd->add_option("--linear-mfu", linear_mfu, "override the fitted linear-layer MFU");
+    cmd->add_option("--attention-mfu", attention_mfu,
+                    "override the attention MFU (FlashMLA's published sparse-prefill rate)");
+    cmd->add_option("--storage-efficiency", storage_efficiency,
+                    "override the fitted fraction of SNIC line rate the storage client reaches");
+    cmd->add_option("--layer-overhead-ms", layer_overhead_ms,
+                    "override the fitted fixed cost per layer per forward pass");
+    cmd->add_option("--hbm-reserved-gb", hbm_reserved_gb,
+                    "HBM per GPU kept for activations and workspace (not KV)");
+    cmd->add_option("--basic-prefill-kv-gb", basic_kv_gb,
+                    "HBM per PE GPU a Basic (non-layerwise) batch may fill with KV");
+  }
+  // Applies the flags that were given; range errors are left to SimConfig::validate().
+  void apply(sim::SimConfig& cfg) const {
+    if (linear_mfu != 0) cfg.eff.linear_mfu = linear_mfu;
+    if (attention_mfu != 0) cfg.eff.attention_mfu = attention_mfu;
+    if (storage_efficiency != 0) cfg.eff.storage_efficiency = storage_efficiency;
+    if (layer_overhead_ms >= 0) cfg.eff.layer_overhead_s = layer_overhead_ms / 1e3;
+    if (hbm_reserved_gb >= 0) cfg.hbm_reserved_bytes = hbm_reserved_gb * 1e9;
+    if (basic_kv_gb >= 0) cfg.basic_prefill_kv_bytes = basic_kv_gb * 1e9;
+  }
+  bool any() const {
+    return linear_mfu != 0 || attention_mfu != 0 || storage_efficiency != 0 ||
+           layer_overhead_ms >= 0 || hbm_reserved_gb >= 0 || basic_kv_gb >= 0;
+  }
+};
+
+}  // namespace dualpath::app
