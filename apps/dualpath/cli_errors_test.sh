@@ -42,5 +42,7 @@ expect_error "basic (PE read path only)" bench live --config "$tmp/typo.toml" --
 expect_error "cluster.prefill_nodes" bench live --config "$tmp/typo.toml" --mode full
 expect_error "think_time" bench live --config "$tmp/think.toml" --mode full
 expect_error "hit-tokens" bench overlap --hit-tokens 100
-[ "$fail" -eq 0 ] && echo "17 passed, 0 failed"
+expect_error "unknown mode 'busy'" bench transport --modes busy --transports sm
+expect_error "linear_mfu" paper --linear-mfu 2 --figures fig9 --no-plots --out "$tmp/paper"
+[ "$fail" -eq 0 ] && echo "19 passed, 0 failed"
 exit "$fail"

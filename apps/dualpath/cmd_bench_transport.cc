@@ -54,6 +54,10 @@ void setup(CLI::App& parent, int& exit_code) {
       "in the same run, and the isolation experiment: model-class message round trips alone and\n"
       "under a saturating KV-class stream. A peer process is started for each transport.\n"
       "Bandwidth in Gb/s (1e9 bits/s), best of --repeats for both tools, interleaved.\n"
+      "Our side runs twice: 'polled' (progress threads poll, as ucx_perftest's busy-poll: the\n"
+      "ratio column) and 'event' (threads sleep on the UCX event fd: the default on shared\n"
+      "cores). The reference is ucx_perftest in our endpoints' mode: -e (peer error handling)\n"
+      "on tcp, where the failure model needs it; plain perftest is printed beside it.\n"
       "Example: dualpath bench transport --json transport.json");
   cmd->add_option("--json", *json_path,
                   "Write the results here as JSON (`cases` array and `isolation` object)");
@@ -79,13 +83,24 @@ void setup(CLI::App& parent, int& exit_code) {
                   "Traffic manager: largest piece handed to UCX (default 1048576)");
   cmd->add_option("--max-inflight-bytes", opt->traffic.max_inflight_bytes,
                   "Traffic manager: bytes in flight (default 4194304)");
+  cmd->add_option("--modes", opt->modes,
+                  "Our progress modes: polled (threads poll --polled-us before sleeping, as "
+                  "ucx_perftest busy-polls: the like-for-like comparison, dualpath_gbps) and/or "
+                  "event (threads sleep on the UCX event fd, the default on shared cores: "
+                  "dualpath_event_gbps); default both")
+      ->delimiter(',');
+  cmd->add_option("--polled-us", opt->polled_us,
+                  "Polled mode: how long a progress thread polls after its last event (default "
+                  "20000; the bench waits 1.5x as long before measuring anything else)");
   cmd->add_option("--poll-us", opt->worker_poll_us,
-                  "Progress threads (ours and the peer's) poll this long after their last event "
-                  "before sleeping (default 0)");
+                  "Event mode: progress threads (ours and the peer's) poll this long after their "
+                  "last event before sleeping (default 0)");
   cmd->add_option("--poll-in-flight-us", opt->worker_poll_in_flight_us,
-                  "Progress threads (ours and the peer's) poll this long after their last event "
-                  "before sleeping while transfers are in flight (default -1: the worker default, "
-                  "200 on tcp, 0 on sm)");
+                  "Event mode: progress threads poll this long after their last event while "
+                  "transfers are in flight (default -1: the worker default, 200 on tcp, 0 on sm)");
+  cmd->add_option("--am-batch", opt->am_batch,
+                  "Active messages per traffic-manager submission (default 0: all of a "
+                  "measurement's messages in one, as a put's requests are; 1: one per message)");
   // The peer process: this same binary, started by the benchmark with these hidden options.
   cmd->add_option("--peer-port", peer->oob_port)->group("");
   cmd->add_option("--peer-tls", peer->transports)->group("");

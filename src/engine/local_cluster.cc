@@ -136,6 +136,8 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(ClusterOptions options
     setup.timeout = cfg.request_timeout;
     setup.transports = cfg.transport.context.transports;
     setup.net_devices = cfg.transport.context.net_devices;
+    setup.poll_us = cfg.transport.poll_us;
+    setup.poll_in_flight_us = cfg.transport.poll_in_flight_us;
     setup.snic_gbps = cfg.emulated_snic_gbps();
     setup.compute_slots = i == 0 ? cfg.compute_slots() : 0;
     setup.engines = cfg.engines_per_node;

@@ -42,6 +42,8 @@ Json NodeSetup::to_json() const {
       {"timeout_ms", std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()},
       {"transports", transports},
       {"net_devices", net_devices},
+      {"poll_us", poll_us},
+      {"poll_in_flight_us", poll_in_flight_us},
       {"snic_gbps", snic_gbps}};
 }
 
@@ -61,6 +63,8 @@ Result<NodeSetup> NodeSetup::from_json(const Json& j) {
   s.timeout = std::chrono::milliseconds(j.value("timeout_ms", int64_t{30000}));
   s.transports = j.value("transports", s.transports);
   s.net_devices = j.value("net_devices", std::string());
+  s.poll_us = j.value("poll_us", int64_t{0});
+  s.poll_in_flight_us = j.value("poll_in_flight_us", int64_t{-1});
   s.snic_gbps = j.value("snic_gbps", 0.0);
   return s;
 }
@@ -90,6 +94,10 @@ Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup)
   transport::WorkerOptions wo;
   wo.name = name;
   wo.default_timeout = setup.timeout;
+  wo.poll_before_sleep = std::chrono::microseconds(setup.poll_us);
+  if (setup.poll_in_flight_us >= 0) {
+    wo.poll_while_in_flight = std::chrono::microseconds(setup.poll_in_flight_us);
+  }
   DP_ASSIGN_OR_RETURN(rt->worker_, transport::Worker::create(*rt->context_, wo));
   const auto full_block = static_cast<uint64_t>(rt->layout_.full_block_bytes());
   const char* dram_key =

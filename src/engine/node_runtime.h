@@ -57,6 +57,8 @@ struct NodeSetup {
   Duration timeout = std::chrono::seconds(30);
   std::string transports = "sm,self";
   std::string net_devices;
+  int64_t poll_us = 0;             // [transport] poll_us
+  int64_t poll_in_flight_us = -1;  // [transport] poll_in_flight_us
   double snic_gbps = 0;
 
   Json to_json() const;

@@ -12,9 +12,11 @@ AmBufferPool::AmBufferPool(uint64_t max_cached_bytes, Allocate allocate, Release
 AmBufferPool::~AmBufferPool() { clear(); }
 
 std::optional<AmBufferPool::Buffer> AmBufferPool::take(size_t size) {
+  // Best fit; among equal fits the most recently returned, whose pages are likeliest to be in
+  // cache (a stream of equal messages then cycles through as few buffers as it can).
   auto best = cached_.end();
   for (auto it = cached_.begin(); it != cached_.end(); ++it) {
-    if (it->capacity >= size && (best == cached_.end() || it->capacity < best->capacity)) {
+    if (it->capacity >= size && (best == cached_.end() || it->capacity <= best->capacity)) {
       best = it;
     }
   }

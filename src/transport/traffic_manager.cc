@@ -23,9 +23,12 @@ struct Transfer {
   EndpointState* ep = nullptr;
   std::deque<RmaOp> pieces;
   uint16_t am_id = 0;
-  std::vector<std::byte> header;
-  std::span<const std::byte> data;
-  ucp_mem* data_memh = nullptr;
+  struct AmPiece {
+    std::vector<std::byte> header;
+    std::span<const std::byte> data;
+    ucp_mem* data_memh = nullptr;
+  };
+  std::deque<AmPiece> messages;  // active messages not yet handed to UCX, in order
   SteadyTime deadline;
   std::shared_ptr<OpState> state;
   uint32_t outstanding = 0;  // batches handed to UCX and not complete
@@ -51,6 +54,10 @@ struct TrafficManager::Core {
     int c = static_cast<int>(t->cls);
     if (queues[c].empty()) arbiter.activate(t->cls);
     queues[c].push_back(t.get());
+    {
+      std::lock_guard lock(stats_mu);
+      stats.transfers[c] += 1;
+    }
     arm_timer(t->deadline);
     transfers.emplace(t->id, std::move(t));
     pump();
@@ -75,9 +82,11 @@ struct TrafficManager::Core {
     return total == 0 || total + next_bytes <= kv_limit;
   }
 
-  // The bytes of the next batch of `t`: a whole active message, or at most one chunk.
+  // The bytes of the next batch of `t`: its next whole active message, or at most one chunk.
   uint64_t next_batch_bytes(const Transfer& t) const {
-    return t.is_am ? t.header.size() + t.data.size() : opt.chunk_bytes;
+    if (!t.is_am) return opt.chunk_bytes;
+    const auto& m = t.messages.front();
+    return m.header.size() + m.data.size();
   }
 
   void pump() {
@@ -123,13 +132,17 @@ struct TrafficManager::Core {
     TrafficClass cls = t.cls;
     ++t.outstanding;
     if (t.is_am) {
-      bytes = t.header.size() + t.data.size();
+      // One message per batch: each is its own UCX send (and, above the rendezvous threshold,
+      // its own receive buffer at the peer); messages of one transfer go out in order.
+      Transfer::AmPiece m = std::move(t.messages.front());
+      t.messages.pop_front();
+      bytes = m.header.size() + m.data.size();
       account(cls, bytes, 0, now);
-      dequeue_only(t);
+      if (t.messages.empty()) dequeue_only(t);
       start_on(
           t.ep,
-          [ep = t.ep, am_id = t.am_id, header = std::move(t.header), data = t.data,
-           memh = t.data_memh, deadline = t.deadline](WorkerCore& w, DoneFn done) mutable {
+          [ep = t.ep, am_id = t.am_id, header = std::move(m.header), data = m.data,
+           memh = m.data_memh, deadline = t.deadline](WorkerCore& w, DoneFn done) mutable {
             w.start_am(*ep, am_id, std::move(header), data, memh, deadline, std::move(done));
           },
           transfer_id, cls, bytes);
@@ -206,6 +219,7 @@ struct TrafficManager::Core {
   // maybe_complete(t), once (it may free `t`).
   void dequeue(Transfer& t) {
     t.pieces.clear();
+    t.messages.clear();
     dequeue_only(t);
   }
 
@@ -417,16 +431,33 @@ Result<Operation> TrafficManager::send_am(TrafficClass cls,
                                           std::span<const std::byte> header,
                                           std::span<const std::byte> data,
                                           OpOptions options) {
+  const AmRequest one{header, data};
+  return send_am(cls, endpoint, am_id, std::span(&one, 1), std::move(options));
+}
+
+Result<Operation> TrafficManager::send_am(TrafficClass cls,
+                                          Endpoint& endpoint,
+                                          uint16_t am_id,
+                                          std::span<const AmRequest> messages,
+                                          OpOptions options) {
   DP_RETURN_IF_ERROR(check_am_target(endpoint, am_id));
+  if (messages.empty()) {
+    return Status::invalid_argument("send_am: no messages; pass at least one AmRequest");
+  }
   auto t = std::make_unique<Transfer>();
   t->cls = cls;
   t->is_am = true;
   t->ep = &endpoint.state();
   t->am_id = am_id;
-  t->header.assign(header.begin(), header.end());
-  t->data = data;
-  t->data_memh =
-      data.empty() ? nullptr : endpoint.worker().find_registration(data.data(), data.size());
+  for (const AmRequest& m : messages) {
+    Transfer::AmPiece piece;
+    piece.header.assign(m.header.begin(), m.header.end());
+    piece.data = m.data;
+    piece.data_memh = m.data.empty() ? nullptr
+                                     : endpoint.worker().find_registration(m.data.data(),
+                                                                           m.data.size());
+    t->messages.push_back(std::move(piece));
+  }
   return Operation(start_transfer(std::move(t), options));
 }
 

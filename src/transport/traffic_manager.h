@@ -41,6 +41,13 @@ namespace dualpath::transport {
 
 struct Transfer;  // one queued submission (traffic_manager.cc)
 
+// One active message of a batch (TrafficManager::send_am): header bytes are copied at
+// submission; `data` must stay valid until the operation completes.
+struct AmRequest {
+  std::span<const std::byte> header;
+  std::span<const std::byte> data;
+};
+
 struct TrafficManagerOptions {
   // PAPER.md §7: the IB VL arbiter reserves ≈99 % for the high-priority (model) VL.
   uint32_t model_weight = 99;
@@ -95,6 +102,16 @@ class TrafficManager {
                             uint16_t am_id,
                             std::span<const std::byte> header,
                             std::span<const std::byte> data,
+                            OpOptions options = {});
+  // Several active messages to one endpoint as one submission: they go out in order, each as
+  // its own UCX send, under the same arbitration and window as single ones; the operation
+  // completes when every message has (with the first error otherwise). One submission instead
+  // of one per message saves the caller a hand-off to the progress thread and a wake-up per
+  // message: the AM counterpart of a put batch.
+  Result<Operation> send_am(TrafficClass cls,
+                            Endpoint& endpoint,
+                            uint16_t am_id,
+                            std::span<const AmRequest> messages,
                             OpOptions options = {});
 
   // The endpoint to this worker itself: host<->"HBM" copies are puts (or gets) through it, to a

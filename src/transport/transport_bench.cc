@@ -72,20 +72,26 @@ std::vector<std::byte> seq_header(uint64_t seq, bool ack) {
 // One transport's set-up: context, worker, traffic manager, the peer and our buffer.
 class Session {
  public:
+  // `mode`: "polled" (every progress thread polls options.polled_us before sleeping) or
+  // "event" (options.worker_poll_*).
   static Result<std::unique_ptr<Session>> open(const std::string& name,
+                                               const std::string& mode,
                                                const TransportBenchOptions& options,
                                                uint64_t buffer_bytes) {
     auto s = std::unique_ptr<Session>(new Session());
+    const bool polled = mode == "polled";
+    const uint64_t poll_us = polled ? options.polled_us : options.worker_poll_us;
+    const int64_t poll_in_flight_us = polled ? -1 : options.worker_poll_in_flight_us;
+    s->am_batch_ = options.am_batch;
     DP_ASSIGN_OR_RETURN(s->spec_, spec_for(name));
     ContextOptions co;
     co.transports = s->spec_.tls;
     co.net_devices = s->spec_.devices;
     DP_ASSIGN_OR_RETURN(s->context_, Context::create(co));
     WorkerOptions model_options{"bench", kCaseTimeout};
-    model_options.poll_before_sleep = std::chrono::microseconds(options.worker_poll_us);
-    if (options.worker_poll_in_flight_us >= 0) {
-      model_options.poll_while_in_flight =
-          std::chrono::microseconds(options.worker_poll_in_flight_us);
+    model_options.poll_before_sleep = std::chrono::microseconds(poll_us);
+    if (poll_in_flight_us >= 0) {
+      model_options.poll_while_in_flight = std::chrono::microseconds(poll_in_flight_us);
     }
     DP_ASSIGN_OR_RETURN(s->worker_, Worker::create(*s->context_, model_options));
     // The KV class's own worker (progress thread): the per-class lane of docs/transport.md.
@@ -104,8 +110,8 @@ class Session {
     po.net_devices = s->spec_.devices;
     po.region_bytes = buffer_bytes;
     po.name = "bench-peer-" + name;
-    po.poll_us = options.worker_poll_us;
-    po.poll_in_flight_us = options.worker_poll_in_flight_us;
+    po.poll_us = poll_us;
+    po.poll_in_flight_us = poll_in_flight_us;
     DP_ASSIGN_OR_RETURN(s->peer_,
                         PeerProcess::spawn(*s->worker_, options.peer_program, options.peer_args, po,
                                            kSetupTimeout, s->kv_worker_.get()));
@@ -142,16 +148,22 @@ class Session {
       DP_RETURN_IF_ERROR(transfer->wait());
       return Clock::now() - t0;
     }
-    // Active messages: the last one asks the peer for an ack, so the time covers delivery.
-    std::deque<Operation> ops;
+    // Active messages: submissions of `am_batch` messages (all of them by default, as a put of
+    // many requests is one submission), each message its own UCX send; the last asks the peer
+    // for an ack, so the time covers delivery.
     uint64_t seq = ++seq_;
-    for (uint64_t i = 0; i < iterations; ++i) {
-      bool last = i + 1 == iterations;
-      auto header = seq_header(last ? seq : 0, last);
-      auto sent = tm_->send_am(TrafficClass::kKv, peer_->endpoint(), kSinkAm, header, local, opts);
+    const std::vector<std::byte> plain = seq_header(0, false), last = seq_header(seq, true);
+    const uint64_t per = am_batch_ == 0 ? iterations : std::min(am_batch_, iterations);
+    std::vector<AmRequest> messages;
+    std::deque<Operation> ops;
+    for (uint64_t i = 0; i < iterations; i += per) {
+      uint64_t n = std::min(per, iterations - i);
+      messages.assign(n, AmRequest{plain, local});
+      if (i + n == iterations) messages.back().header = last;
+      auto sent = tm_->send_am(TrafficClass::kKv, peer_->endpoint(), kSinkAm, messages, opts);
       if (!sent.is_ok()) return sent.status();
       ops.push_back(std::move(sent).value());
-      // Bound the queue of separate submissions (each is its own transfer).
+      // Bound the unfinished submissions, as a windowed sender would.
       while (ops.size() > 64) {
         DP_RETURN_IF_ERROR(ops.front().wait());
         ops.pop_front();
@@ -213,9 +225,13 @@ class Session {
   std::unique_ptr<PeerProcess> peer_;
   ReplyWaiter replies_;
   uint64_t seq_ = 0;
+  uint64_t am_batch_ = 0;
 };
 
-Result<BenchCase> run_case(Session& session,
+// One case: per repeat, our polled and event modes (where open) and ucx_perftest (plain, and
+// with -e where our endpoints use peer error handling), interleaved; the best of each counts.
+Result<BenchCase> run_case(Session* polled,
+                           Session* event,
                            const TransportBenchOptions& options,
                            const std::string& transport,
                            const std::string& op,
@@ -225,23 +241,40 @@ Result<BenchCase> run_case(Session& session,
   c.op = op;
   c.message_bytes = size;
   c.iterations = std::clamp<uint64_t>(options.bytes_per_case / size, 8, 4096);
+  c.dualpath_mode = polled ? "polled" : "event";
+  Session& any = polled ? *polled : *event;
   uint64_t warmup = std::max<uint64_t>(2, c.iterations / 10);
-  DP_RETURN_IF_ERROR(session.measure(op, size, warmup).status(), "warm-up");
+  for (Session* s : {polled, event}) {
+    if (s) DP_RETURN_IF_ERROR(s->measure(op, size, warmup).status(), "warm-up");
+  }
+  if (polled) std::this_thread::sleep_for(std::chrono::microseconds(options.polled_us) * 3 / 2);
   static const std::map<std::string, std::string> kPerftestName = {
       {"put", "ucp_put_bw"}, {"get", "ucp_get"}, {"am", "ucp_am_bw"}};
-  for (int r = 0; r < std::max(1, options.repeats); ++r) {
-    DP_ASSIGN_OR_RETURN(Duration elapsed, session.measure(op, size, c.iterations));
+  auto keep_best = [&](Session* s, double& best_gbps, double& best_us) -> Status {
+    if (!s) return Status::ok();
+    DP_ASSIGN_OR_RETURN(Duration elapsed, s->measure(op, size, c.iterations));
     double g = gbps(size * c.iterations, elapsed);
-    if (g > c.dualpath_gbps) {
-      c.dualpath_gbps = g;
-      c.dualpath_us_per_message = to_seconds(elapsed) * 1e6 / static_cast<double>(c.iterations);
+    if (g > best_gbps) {
+      best_gbps = g;
+      best_us = to_seconds(elapsed) * 1e6 / static_cast<double>(c.iterations);
     }
+    return Status::ok();
+  };
+  // A polled session's threads keep polling polled_us after their last event: let them fall
+  // asleep before anything else is measured, or they take the cores from it.
+  auto quiesce = [&] {
+    if (polled) std::this_thread::sleep_for(std::chrono::microseconds(options.polled_us) * 3 / 2);
+  };
+  for (int r = 0; r < std::max(1, options.repeats); ++r) {
+    DP_RETURN_IF_ERROR(keep_best(polled, c.dualpath_gbps, c.dualpath_us_per_message));
+    quiesce();
+    DP_RETURN_IF_ERROR(keep_best(event, c.dualpath_event_gbps, c.dualpath_event_us_per_message));
     if (!options.run_perftest) continue;
     PerftestRun pr;
     pr.perftest = options.perftest_program;
     pr.test = kPerftestName.at(op);
-    pr.transports = session.spec().tls;
-    pr.net_devices = session.spec().devices;
+    pr.transports = any.spec().tls;
+    pr.net_devices = any.spec().devices;
     pr.message_bytes = size;
     pr.iterations = c.iterations;
     pr.warmup_iterations = warmup;
@@ -251,20 +284,26 @@ Result<BenchCase> run_case(Session& session,
       c.perftest_gbps = pg;
       c.perftest_us_per_message = pf.latency_us;
     }
-    if (!options.perftest_error_handling || !session.peer_error_handling()) continue;
+    if (!options.perftest_error_handling || !any.peer_error_handling()) continue;
     pr.peer_error_handling = true;
     DP_ASSIGN_OR_RETURN(PerftestResult pfe, run_perftest(pr));
     c.perftest_err_gbps =
         std::max(c.perftest_err_gbps, bytes_per_s_to_gbps(pfe.bandwidth_bytes_per_s));
+  }
+  if (!polled) {
+    c.dualpath_gbps = c.dualpath_event_gbps;
+    c.dualpath_us_per_message = c.dualpath_event_us_per_message;
   }
   return c;
 }
 
 Result<IsolationResult> run_isolation(Session& session,
                                       const TransportBenchOptions& options,
-                                      const std::string& transport) {
+                                      const std::string& transport,
+                                      const std::string& mode) {
   IsolationResult r;
   r.transport = transport;
+  r.mode = mode;
   r.probes = options.isolation_probes;
   auto probe_set = [&](int n,
                        TrafficClass cls = TrafficClass::kModel) -> Result<std::vector<double>> {
@@ -350,23 +389,25 @@ std::string size_text(uint64_t bytes) {
 }
 
 std::string case_line(const BenchCase& c) {
-  std::string line =
-      fmt::format("{:<4} {:<4} {:>8} {:>6} {:>12.2f} {:>12.2f} {:>7.2f} {:>11.1f} {:>11.1f}",
-                  c.transport, c.op, size_text(c.message_bytes), c.iterations, c.dualpath_gbps,
-                  c.perftest_gbps, c.ratio(), c.dualpath_us_per_message, c.perftest_us_per_message);
+  std::string line = fmt::format(
+      "{:<4} {:<4} {:>8} {:>6} {:>10.2f} {:>10.2f} {:>6.2f} {:>10.2f} {:>6.2f} {:>9.1f} {:>9.1f} "
+      "{:>9.1f}",
+      c.transport, c.op, size_text(c.message_bytes), c.iterations, c.dualpath_gbps,
+      c.reference_gbps(), c.ratio(), c.dualpath_event_gbps, c.event_ratio(),
+      c.dualpath_us_per_message, c.dualpath_event_us_per_message, c.perftest_us_per_message);
   if (c.perftest_err_gbps > 0) {
-    line +=
-        fmt::format("   perftest -e {:.2f} Gb/s, ratio {:.2f}", c.perftest_err_gbps, c.err_ratio());
+    line += fmt::format("   (reference perftest -e; plain perftest {:.2f} Gb/s, ratio {:.2f})",
+                        c.perftest_gbps, c.plain_ratio());
   }
   return line;
 }
 
 std::string isolation_line(const IsolationResult& r) {
   return fmt::format(
-      "isolation {:<4} probes={} idle p50={:.1f} us p99={:.1f} us | under KV load p50={:.1f} us "
+      "isolation {:<4} {:<6} probes={} idle p50={:.1f} us p99={:.1f} us | under KV load p50={:.1f} us "
       "p99={:.1f} us (p99 x{:.2f}) | same probes sent as KV class: p50={:.1f} us p99={:.1f} us | "
       "KV stream {:.1f} Gb/s alone, {:.1f} Gb/s with probes",
-      r.transport, r.probes, r.idle_p50_us, r.idle_p99_us, r.loaded_p50_us, r.loaded_p99_us,
+      r.transport, r.mode, r.probes, r.idle_p50_us, r.idle_p99_us, r.loaded_p50_us, r.loaded_p99_us,
       r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0.0, r.loaded_as_kv_p50_us,
       r.loaded_as_kv_p99_us, r.kv_gbps_alone, r.kv_gbps_during_load);
 }
@@ -395,18 +436,39 @@ Result<TransportBenchReport> run_transport_bench(
       transports.push_back(t);
     }
   }
-  progress(fmt::format("{:<4} {:<4} {:>8} {:>6} {:>12} {:>12} {:>7} {:>11} {:>11}", "tl", "op",
-                       "message", "iters", "dualpath", "perftest", "ratio", "dp us/msg",
-                       "pf us/msg"));
-  progress(fmt::format("{:<4} {:<4} {:>8} {:>6} {:>12} {:>12}", "", "", "", "", "Gb/s", "Gb/s"));
+  for (const auto& m : options.modes) {
+    if (m != "polled" && m != "event") {
+      return Status::invalid_argument(
+          fmt::format("unknown mode '{}' (use polled, event or both)", m));
+    }
+  }
+  if (options.modes.empty()) return Status::invalid_argument("transport bench: no modes");
+  const bool want_polled =
+      std::find(options.modes.begin(), options.modes.end(), "polled") != options.modes.end();
+  const bool want_event =
+      std::find(options.modes.begin(), options.modes.end(), "event") != options.modes.end();
+  progress("dualpath: our transport with its progress threads polling, as ucx_perftest's do "
+           "(polled), and sleeping on the event fd (event, the default); reference: ucx_perftest "
+           "in our endpoints' error-handling mode");
+  progress(fmt::format("{:<4} {:<4} {:>8} {:>6} {:>10} {:>10} {:>6} {:>10} {:>6} {:>9} {:>9} {:>9}",
+                       "tl", "op", "message", "iters", "dualpath", "reference", "ratio", "event",
+                       "ratio", "us/msg", "event", "ref"));
+  progress(fmt::format("{:<4} {:<4} {:>8} {:>6} {:>10} {:>10} {:>6} {:>10}", "", "", "", "",
+                       "Gb/s", "Gb/s", "", "Gb/s"));
   for (const auto& transport : transports) {
-    DP_ASSIGN_OR_RETURN(auto session, Session::open(transport, options, buffer_bytes));
+    std::unique_ptr<Session> polled, event;
+    if (want_polled) {
+      DP_ASSIGN_OR_RETURN(polled, Session::open(transport, "polled", options, buffer_bytes));
+    }
+    if (want_event) {
+      DP_ASSIGN_OR_RETURN(event, Session::open(transport, "event", options, buffer_bytes));
+    }
     bool run_cases = std::find(options.transports.begin(), options.transports.end(), transport) !=
                      options.transports.end();
     if (run_cases) {
       for (const auto& op : options.ops) {
         for (uint64_t size : options.sizes) {
-          auto c = run_case(*session, options, transport, op, size);
+          auto c = run_case(polled.get(), event.get(), options, transport, op, size);
           if (!c.is_ok()) {
             return c.status().with_context(fmt::format("{} {} {} bytes", transport, op, size));
           }
@@ -417,10 +479,14 @@ Result<TransportBenchReport> run_transport_bench(
     }
     if (std::find(options.isolation_transports.begin(), options.isolation_transports.end(),
                   transport) != options.isolation_transports.end()) {
-      auto r = run_isolation(*session, options, transport);
-      if (!r.is_ok()) return r.status().with_context("isolation over " + transport);
-      progress(isolation_line(*r));
-      report.isolation.push_back(*r);
+      // The event mode first: the default, and what `isolation` in the JSON reports.
+      for (auto [session, mode] : {std::pair{event.get(), "event"}, std::pair{polled.get(), "polled"}}) {
+        if (!session) continue;
+        auto r = run_isolation(*session, options, transport, mode);
+        if (!r.is_ok()) return r.status().with_context("isolation over " + transport + " " + mode);
+        progress(isolation_line(*r));
+        report.isolation.push_back(*r);
+      }
     }
   }
   return report;
@@ -444,8 +510,11 @@ nlohmann::json transport_report_json(const TransportBenchReport& report) {
                 {"max_inflight_bytes", o.traffic.max_inflight_bytes},
                 {"model_reserve_bytes", o.traffic.model_reserve_bytes},
                 {"max_batch_ops", o.traffic.max_batch_ops},
+                {"modes", o.modes},
+                {"polled_us", o.polled_us},
                 {"worker_poll_us", o.worker_poll_us},
                 {"worker_poll_in_flight_us", o.worker_poll_in_flight_us},
+                {"am_batch", o.am_batch},
                 {"isolation_kv_message_bytes", o.isolation_kv_message_bytes}};
   j["cases"] = nlohmann::json::array();
   for (const auto& c : report.cases) {
@@ -454,15 +523,22 @@ nlohmann::json transport_report_json(const TransportBenchReport& report) {
                           {"message_bytes", c.message_bytes},
                           {"iterations", c.iterations},
                           {"dualpath_gbps", c.dualpath_gbps},
+                          {"dualpath_mode", c.dualpath_mode},
                           {"perftest_gbps", c.perftest_gbps},
-                          {"ratio", c.ratio()},
-                          {"dualpath_us_per_message", c.dualpath_us_per_message},
-                          {"perftest_us_per_message", c.perftest_us_per_message},
                           {"perftest_err_gbps", c.perftest_err_gbps},
-                          {"err_ratio", c.err_ratio()}});
+                          {"reference", c.reference_name()},
+                          {"reference_gbps", c.reference_gbps()},
+                          {"ratio", c.ratio()},
+                          {"plain_ratio", c.plain_ratio()},
+                          {"dualpath_event_gbps", c.dualpath_event_gbps},
+                          {"event_ratio", c.event_ratio()},
+                          {"dualpath_us_per_message", c.dualpath_us_per_message},
+                          {"dualpath_event_us_per_message", c.dualpath_event_us_per_message},
+                          {"perftest_us_per_message", c.perftest_us_per_message}});
   }
   auto iso = [](const IsolationResult& r) {
     return nlohmann::json{{"transport", r.transport},
+                          {"mode", r.mode},
                           {"probes", r.probes},
                           {"idle_p50_us", r.idle_p50_us},
                           {"idle_p99_us", r.idle_p99_us},

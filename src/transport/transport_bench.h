@@ -38,10 +38,25 @@ struct TransportBenchOptions {
   int isolation_probes = 2000;
   uint64_t isolation_kv_message_bytes = 4u << 20;
   TrafficManagerOptions traffic;
-  // WorkerOptions::poll_before_sleep of every worker, ours and the peer's (0: sleep at once).
+  // Our side runs in up to two progress modes, each with its own workers and peer process:
+  //  - "polled": every progress thread (ours and the peer's) polls `polled_us` after its last
+  //    event before sleeping, so during a measurement it never sleeps: how ucx_perftest runs
+  //    (it busy-polls), and how an engine runs on dedicated cores ([transport] poll_us). The
+  //    like-for-like comparison with ucx_perftest, reported as dualpath_gbps.
+  //  - "event": the default of the library and the live system on shared cores: threads sleep
+  //    on the UCX event fd (the worker_poll_* settings below), reported as dualpath_event_gbps.
+  std::vector<std::string> modes{"polled", "event"};
+  uint64_t polled_us = 20000;
+  // Event mode: WorkerOptions::poll_before_sleep of every worker, ours and the peer's (0: sleep
+  // at once).
   uint64_t worker_poll_us = 0;
-  // WorkerOptions::poll_while_in_flight of every worker, µs (negative: the worker default).
+  // Event mode: WorkerOptions::poll_while_in_flight of every worker, µs (negative: the worker
+  // default).
   int64_t worker_poll_in_flight_us = -1;
+  // Active messages per TrafficManager::send_am submission (0: all of a measurement's messages
+  // in one submission, as a put's requests are; 1: one submission per message, up to 64
+  // unfinished at a time, the way a caller without batching sends).
+  uint64_t am_batch = 0;
 };
 
 struct BenchCase {
@@ -49,18 +64,31 @@ struct BenchCase {
   std::string op;
   uint64_t message_bytes = 0;
   uint64_t iterations = 0;
-  double dualpath_gbps = 0;  // Gb/s (1e9 bits per second), as everywhere in dualpath
-  double perftest_gbps = 0;  // 0 when ucx_perftest did not run
+  // Gb/s (1e9 bits per second), as everywhere in dualpath. dualpath_gbps is the polled mode
+  // (like ucx_perftest) when it ran, else the event mode.
+  double dualpath_gbps = 0;
   double dualpath_us_per_message = 0;
+  std::string dualpath_mode;        // "polled" or "event": what dualpath_gbps measured
+  double dualpath_event_gbps = 0;   // the event mode (default); 0 when it did not run
+  double dualpath_event_us_per_message = 0;
+  double perftest_gbps = 0;  // plain ucx_perftest; 0 when it did not run
   double perftest_us_per_message = 0;
   // ucx_perftest -e (peer error handling, as our endpoints on this transport); 0 when not run.
   double perftest_err_gbps = 0;
-  double ratio() const { return perftest_gbps > 0 ? dualpath_gbps / perftest_gbps : 0; }
-  double err_ratio() const { return perftest_err_gbps > 0 ? dualpath_gbps / perftest_err_gbps : 0; }
+  // The like-for-like reference: ucx_perftest in our endpoints' error-handling mode (-e where
+  // we use peer error handling, i.e. tcp), else plain ucx_perftest.
+  double reference_gbps() const { return perftest_err_gbps > 0 ? perftest_err_gbps : perftest_gbps; }
+  const char* reference_name() const { return perftest_err_gbps > 0 ? "perftest -e" : "perftest"; }
+  double ratio() const { return reference_gbps() > 0 ? dualpath_gbps / reference_gbps() : 0; }
+  double event_ratio() const {
+    return reference_gbps() > 0 ? dualpath_event_gbps / reference_gbps() : 0;
+  }
+  double plain_ratio() const { return perftest_gbps > 0 ? dualpath_gbps / perftest_gbps : 0; }
 };
 
 struct IsolationResult {
   std::string transport;
+  std::string mode;  // the progress mode of the session it ran on
   int probes = 0;
   double idle_p50_us = 0;
   double idle_p99_us = 0;

@@ -19,6 +19,12 @@ TransportConfig read_transport_config(Config& config) {
                                         "the UCX devices (UCX_NET_DEVICES), e.g. mlx5_0:1");
   t.timeout = std::chrono::milliseconds(
       config.integer("transport.timeout_ms", 10000, 1, 3600 * 1000, "the transfer deadline"));
+  t.poll_us = config.integer("transport.poll_us", 0, 0, 10'000'000,
+                             "microseconds a progress thread polls before sleeping (0: sleep at "
+                             "once; poll only on dedicated cores)");
+  t.poll_in_flight_us = config.integer("transport.poll_in_flight_us", -1, -1, 10'000'000,
+                                       "microseconds a progress thread polls while transfers "
+                                       "are in flight (-1: the default)");
   t.per_class_lanes =
       config.choice("transport.lanes", "shared", {"shared", "per_class"}) == "per_class";
   auto qos = [&](const std::string& cls) {

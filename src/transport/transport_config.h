@@ -7,6 +7,9 @@
 //   net_devices = "mlx5_0:1"      # UCX_NET_DEVICES: the CNIC paired with this engine's GPU
 //   timeout_ms = 10000            # deadline of every transfer
 //   lanes = "per_class"           # "shared": one worker; "per_class": a context+worker per class
+//   poll_us = 0                   # progress threads poll this long after their last event before
+//                                 # sleeping on the event fd; > 0 only on dedicated cores
+//   poll_in_flight_us = -1        # the same while transfers are in flight (-1: worker default)
 //   [transport.model]             # the model class's context (lanes = "per_class")
 //   ib_sl = 0                     # InfiniBand service level -> a high-priority VL
 //   ib_traffic_class = 106        # RoCE: GRH traffic class, DSCP 26 << 2 | ECT
@@ -47,6 +50,10 @@ struct TransportConfig {
   ClassQos model_qos;
   ClassQos kv_qos;
   Duration timeout = std::chrono::seconds(10);
+  // WorkerOptions::poll_before_sleep / poll_while_in_flight of the engine's workers, µs
+  // (poll_in_flight_us < 0: the worker default).
+  int64_t poll_us = 0;
+  int64_t poll_in_flight_us = -1;
   TrafficManagerOptions traffic;
 
   ContextOptions model_context() const { return with_qos(context, model_qos); }
