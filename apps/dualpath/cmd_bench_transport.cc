@@ -79,6 +79,8 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--isolation-probes", opt->isolation_probes,
                   "Model-class round trips per phase (default 2000)");
   cmd->add_flag("--no-isolation", *no_isolation, "Skip the isolation experiment");
+  cmd->add_flag("--no-isolation-control", [opt](int64_t) { opt->isolation_control = false; },
+                "Skip the isolation control (probes beside a plain copy loop, no UCX)");
   cmd->add_option("--chunk-bytes", opt->traffic.chunk_bytes,
                   "Traffic manager: largest piece handed to UCX (default 1048576)");
   cmd->add_option("--max-inflight-bytes", opt->traffic.max_inflight_bytes,

@@ -11,6 +11,9 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include "common/percentiles.h"
 #include "transport/peer_process.h"
 #include "transport/perftest_runner.h"
@@ -353,12 +356,42 @@ Result<IsolationResult> run_isolation(Session& session,
   const int per_block = std::max(1, options.isolation_probes / kBlocks);
   r.probes = per_block * kBlocks;
   r.fifo_probes = std::max(2, per_block / 10) * kBlocks;
-  std::vector<double> idle, loaded, as_kv;
+  std::vector<double> idle, loaded, as_kv, control;
   uint64_t load_bytes = 0;
   double load_seconds = 0;
+  uint64_t copy_bytes = 0;
+  double copy_seconds = 0;
+  // The control: a plain copy loop at the KV lane's nice level in a thread of its own, no UCX
+  // and no traffic manager; what a CPU busy copying (the emulated NIC) costs the model path.
+  std::vector<std::byte> copy_a(options.isolation_kv_message_bytes, std::byte{1});
+  std::vector<std::byte> copy_b(options.isolation_kv_message_bytes, std::byte{2});
+  auto control_block = [&](int n) -> Result<std::vector<double>> {
+    std::atomic<bool> stop{false};
+    uint64_t copied = 0;
+    auto t0 = Clock::now();
+    std::thread copier([&] {
+      if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kKvWorkerNice) != 0) return;
+      while (!stop.load(std::memory_order_relaxed)) {  // relaxed: a stop flag, no data with it
+        std::memcpy(copy_b.data(), copy_a.data(), copy_a.size());
+        std::swap(copy_a, copy_b);
+        copied += copy_a.size();
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto v = probe_set(n);
+    stop.store(true, std::memory_order_relaxed);
+    copier.join();
+    copy_bytes += copied;
+    copy_seconds += to_seconds(Clock::now() - t0);
+    return v;
+  };
   for (int b = 0; b < kBlocks; ++b) {
     DP_ASSIGN_OR_RETURN(auto idle_block, probe_set(per_block));
     idle.insert(idle.end(), idle_block.begin(), idle_block.end());
+    if (options.isolation_control) {
+      DP_ASSIGN_OR_RETURN(auto control_probes, control_block(per_block));
+      control.insert(control.end(), control_probes.begin(), control_probes.end());
+    }
     Stream st;
     start_stream(st);
     // Let the stream fill the window before probing.
@@ -379,6 +412,11 @@ Result<IsolationResult> run_isolation(Session& session,
   r.loaded_p99_us = percentile(loaded, 0.99);
   r.loaded_as_kv_p50_us = percentile(as_kv, 0.50);
   r.loaded_as_kv_p99_us = percentile(as_kv, 0.99);
+  if (!control.empty()) {
+    r.control_p50_us = percentile(control, 0.50);
+    r.control_p99_us = percentile(control, 0.99);
+    r.control_copy_gbps = bytes_per_s_to_gbps(static_cast<double>(copy_bytes) / copy_seconds);
+  }
   return r;
 }
 
@@ -403,13 +441,21 @@ std::string case_line(const BenchCase& c) {
 }
 
 std::string isolation_line(const IsolationResult& r) {
+  std::string control;
+  if (r.control_p99_us > 0) {
+    control = fmt::format(
+        " | control, a plain {:.0f} Gb/s copy loop at nice {} instead of the stream: p50={:.1f} "
+        "us p99={:.1f} us (p99 x{:.2f})",
+        r.control_copy_gbps, kKvWorkerNice, r.control_p50_us, r.control_p99_us,
+        r.idle_p99_us > 0 ? r.control_p99_us / r.idle_p99_us : 0.0);
+  }
   return fmt::format(
       "isolation {:<4} {:<6} probes={} idle p50={:.1f} us p99={:.1f} us | under KV load p50={:.1f} us "
       "p99={:.1f} us (p99 x{:.2f}) | same probes sent as KV class: p50={:.1f} us p99={:.1f} us | "
       "KV stream {:.1f} Gb/s alone, {:.1f} Gb/s with probes",
       r.transport, r.mode, r.probes, r.idle_p50_us, r.idle_p99_us, r.loaded_p50_us, r.loaded_p99_us,
       r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0.0, r.loaded_as_kv_p50_us,
-      r.loaded_as_kv_p99_us, r.kv_gbps_alone, r.kv_gbps_during_load);
+      r.loaded_as_kv_p99_us, r.kv_gbps_alone, r.kv_gbps_during_load) + control;
 }
 
 }  // namespace
@@ -549,6 +595,11 @@ nlohmann::json transport_report_json(const TransportBenchReport& report) {
                           {"loaded_as_kv_p50_us", r.loaded_as_kv_p50_us},
                           {"loaded_as_kv_p99_us", r.loaded_as_kv_p99_us},
                           {"kv_gbps_alone", r.kv_gbps_alone},
+                          {"control_p50_us", r.control_p50_us},
+                          {"control_p99_us", r.control_p99_us},
+                          {"control_p99_ratio",
+                           r.idle_p99_us > 0 ? r.control_p99_us / r.idle_p99_us : 0},
+                          {"control_copy_gbps", r.control_copy_gbps},
                           {"kv_gbps_during_load", r.kv_gbps_during_load}};
   };
   j["isolation"] = report.isolation.empty() ? nlohmann::json::object() : iso(report.isolation[0]);

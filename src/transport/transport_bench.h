@@ -37,6 +37,7 @@ struct TransportBenchOptions {
   std::vector<std::string> isolation_transports{"sm", "tcp"};
   int isolation_probes = 2000;
   uint64_t isolation_kv_message_bytes = 4u << 20;
+  bool isolation_control = true;  // also probe beside a plain copy loop (IsolationResult)
   TrafficManagerOptions traffic;
   // Our side runs in up to two progress modes, each with its own workers and peer process:
   //  - "polled": every progress thread (ours and the peer's) polls `polled_us` after its last
@@ -101,6 +102,11 @@ struct IsolationResult {
   double loaded_as_kv_p99_us = 0;
   double kv_gbps_during_load = 0;  // the KV stream's rate while the probes ran
   double kv_gbps_alone = 0;        // the same stream without probes
+  // Control: the same probes while a plain copy loop (no UCX, no traffic manager) runs at the KV
+  // lane's nice level: what the emulation's CPU copying alone costs the model path. 0: not run.
+  double control_p50_us = 0;
+  double control_p99_us = 0;
+  double control_copy_gbps = 0;
 };
 
 struct TransportBenchReport {
