@@ -48,25 +48,27 @@ void TaskInbox::push(std::function<void()> task) {
     std::lock_guard lock(mu_);
     was_empty = tasks_.empty();
     tasks_.push_back(std::move(task));
+    has_tasks_.store(true, std::memory_order_release);
   }
-  // Only the first task of a batch needs a wakeup: the thread drains the whole queue.
+  // Only the first task of a batch needs a wakeup: the thread drains the whole queue. The flag
+  // is set after the write, so a clear_signal() that sees it finds the eventfd readable; one
+  // that misses it leaves the eventfd set, and the next ppoll returns at once to clear it.
   if (was_empty) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(event_fd_, &one, sizeof one);
+    signalled_.store(true, std::memory_order_release);
   }
 }
 
 std::deque<std::function<void()>> TaskInbox::take_all() {
+  if (!has_tasks_.load(std::memory_order_acquire)) return {};
   std::lock_guard lock(mu_);
+  has_tasks_.store(false, std::memory_order_relaxed);  // relaxed: written under mu_
   return std::exchange(tasks_, {});
 }
 
-bool TaskInbox::empty() const {
-  std::lock_guard lock(mu_);
-  return tasks_.empty();
-}
-
 void TaskInbox::clear_signal() {
+  if (!signalled_.exchange(false, std::memory_order_acq_rel)) return;
   uint64_t value = 0;
   [[maybe_unused]] ssize_t n = read(event_fd_, &value, sizeof value);
 }

@@ -56,14 +56,20 @@ class TaskInbox {
   void push(std::function<void()> task);
   // Takes every queued task (progress thread).
   std::deque<std::function<void()>> take_all();
-  bool empty() const;
+  bool empty() const { return !has_tasks_.load(std::memory_order_acquire); }
   int fd() const { return event_fd_; }
+  // Drains the eventfd if a push signalled it since the last call (a polling loop calls this
+  // every iteration: without the flag that was a read() syscall each time).
   void clear_signal();
 
  private:
   int event_fd_;
   mutable std::mutex mu_;
   std::deque<std::function<void()>> tasks_;  // guarded by mu_
+  // Mirrors !tasks_.empty() (written under mu_), so an empty inbox costs no lock.
+  std::atomic<bool> has_tasks_{false};
+  // Set after each write to the eventfd; clear_signal() reads the eventfd only when it is set.
+  std::atomic<bool> signalled_{false};
 };
 
 class WorkerCore {
