@@ -307,22 +307,39 @@ void ClusterSim::ensure_tick() {
 
 void ClusterSim::on_tick() {
   tick_pending_ = false;
-  // PE groups fetch in a rotating order, so no group always comes first.
+  // The PE groups fetch at the same tick: they take turns, one request each, starting at a
+  // rotating group, until the queue is empty or every group is full (Algorithm 1's C1). A
+  // group-after-group fetch let the first groups take a short queue whole while later ones
+  // idled: 8 % PE idle at 48P96D.
   std::vector<int64_t> read_q(nodes_.size());
   for (size_t n = 0; n < nodes_.size(); ++n) read_q[n] = nodes_[n].read_q_tokens;
   const auto ngroups = static_cast<uint32_t>(pe_groups_.size());
-  for (uint32_t k = 0; k < ngroups && !pe_queue_.empty(); ++k) {
-    const PeGroup& grp = pe_groups_[(tick_rotation_ + k) % ngroups];
-    std::vector<sched::PeEngineLoad> loads(grp.count);
+  std::vector<std::vector<sched::PeEngineLoad>> pe_loads(ngroups);
+  for (uint32_t g = 0; g < ngroups; ++g) {
+    const PeGroup& grp = pe_groups_[g];
+    pe_loads[g].resize(grp.count);
     for (uint32_t i = 0; i < grp.count; ++i) {
       const PeEngine& e = pes_[grp.first + i];
-      loads[i] = {static_cast<int>(e.node), e.seq, e.tok};
+      pe_loads[g][i] = {static_cast<int>(e.node), e.seq, e.tok};
     }
-    for (const auto& as : sched::schedule_pe(pe_queue_, loads, read_q, pe_params_)) {
-      auto a = static_cast<uint32_t>(as.request_id);
-      assign_pe(a, grp.first + static_cast<uint32_t>(as.engine));
-      de_queue_.push_back(a);
+  }
+  std::vector<bool> full(ngroups, false);
+  uint32_t open = ngroups;
+  std::deque<sched::RequestInfo> one;
+  for (uint32_t k = 0; open > 0 && !pe_queue_.empty(); ++k) {
+    const uint32_t g = (tick_rotation_ + k) % ngroups;
+    if (full[g]) continue;
+    one.assign(1, pe_queue_.front());
+    auto assigned = sched::schedule_pe(one, pe_loads[g], read_q, pe_params_);
+    if (assigned.empty()) {
+      full[g] = true;
+      --open;
+      continue;
     }
+    pe_queue_.pop_front();
+    auto a = static_cast<uint32_t>(assigned.front().request_id);
+    assign_pe(a, pe_groups_[g].first + static_cast<uint32_t>(assigned.front().engine));
+    de_queue_.push_back(a);
   }
   tick_rotation_++;
   // DE phase 1: drain the global queue to the least-loaded group.
