@@ -76,10 +76,14 @@ struct BenchCase {
   double perftest_us_per_message = 0;
   // ucx_perftest -e (peer error handling, as our endpoints on this transport); 0 when not run.
   double perftest_err_gbps = 0;
+  double perftest_err_us_per_message = 0;
   // The like-for-like reference: ucx_perftest in our endpoints' error-handling mode (-e where
   // we use peer error handling, i.e. tcp), else plain ucx_perftest.
   double reference_gbps() const { return perftest_err_gbps > 0 ? perftest_err_gbps : perftest_gbps; }
   const char* reference_name() const { return perftest_err_gbps > 0 ? "perftest -e" : "perftest"; }
+  double reference_us_per_message() const {
+    return perftest_err_gbps > 0 ? perftest_err_us_per_message : perftest_us_per_message;
+  }
   double ratio() const { return reference_gbps() > 0 ? dualpath_gbps / reference_gbps() : 0; }
   double event_ratio() const {
     return reference_gbps() > 0 ? dualpath_event_gbps / reference_gbps() : 0;

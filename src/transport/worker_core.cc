@@ -52,7 +52,8 @@ void TaskInbox::push(std::function<void()> task) {
   }
   // Only the first task of a batch needs a wakeup: the thread drains the whole queue. The flag
   // is set after the write, so a clear_signal() that sees it finds the eventfd readable; one
-  // that misses it leaves the eventfd set, and the next ppoll returns at once to clear it.
+  // that misses it leaves the eventfd readable, the next ppoll returns at once, and the loop
+  // then drains it with clear_signal(true).
   if (was_empty) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = write(event_fd_, &one, sizeof one);
@@ -60,15 +61,15 @@ void TaskInbox::push(std::function<void()> task) {
   }
 }
 
-std::deque<std::function<void()>> TaskInbox::take_all() {
-  if (!has_tasks_.load(std::memory_order_acquire)) return {};
+void TaskInbox::take_all(std::deque<std::function<void()>>& out) {
+  if (!has_tasks_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
   has_tasks_.store(false, std::memory_order_relaxed);  // relaxed: written under mu_
-  return std::exchange(tasks_, {});
+  out.swap(tasks_);
 }
 
-void TaskInbox::clear_signal() {
-  if (!signalled_.exchange(false, std::memory_order_acq_rel)) return;
+void TaskInbox::clear_signal(bool force) {
+  if (!signalled_.exchange(false, std::memory_order_acq_rel) && !force) return;
   uint64_t value = 0;
   [[maybe_unused]] ssize_t n = read(event_fd_, &value, sizeof value);
 }
@@ -192,9 +193,12 @@ void WorkerCore::run() {
   }
   SteadyTime last_event = std::chrono::steady_clock::now();
   SteadyTime last_in_flight{};  // when transfers were last seen in flight
+  std::deque<std::function<void()>> tasks;  // reused: draining an empty inbox allocates nothing
   for (;;) {
     inbox_.clear_signal();
-    for (auto& task : inbox_.take_all()) task();
+    inbox_.take_all(tasks);
+    for (auto& task : tasks) task();
+    tasks.clear();
     if (stopping_) break;
     SteadyTime now = std::chrono::steady_clock::now();
     bool busy = run_timers(now);
@@ -233,15 +237,19 @@ void WorkerCore::run() {
       ts.tv_nsec = static_cast<long>(left.count() % 1000000000);
       timeout = &ts;
     }
-    pollfd fds[2] = {{ucx_fd, POLLIN, 0}, {inbox_.fd(), POLLIN, 0}};
+    // The inbox first: without a UCX event fd the inbox must still wake us.
+    pollfd fds[2] = {{inbox_.fd(), POLLIN, 0}, {ucx_fd, POLLIN, 0}};
     int n = ppoll(fds, ucx_fd >= 0 ? 2 : 1, timeout, nullptr);
+    if (n > 0 && (fds[0].revents & POLLIN) != 0) inbox_.clear_signal(/*force=*/true);
     if (n < 0 && errno != EINTR) {
       DP_LOG_ERROR("transport: worker '{}': ppoll failed: {}", name_, std::strerror(errno));
     }
   }
   // Nothing may stay in flight: close what is left so that every operation completes.
   while (!pending_.empty()) {
-    for (auto& task : inbox_.take_all()) task();
+    inbox_.take_all(tasks);
+    for (auto& task : tasks) task();
+    tasks.clear();
     expire(std::chrono::steady_clock::now() + std::chrono::hours(1));
     close_scheduled();
     ucp_worker_progress(worker_);

@@ -54,13 +54,16 @@ class TaskInbox {
   TaskInbox();
   ~TaskInbox();
   void push(std::function<void()> task);
-  // Takes every queued task (progress thread).
-  std::deque<std::function<void()>> take_all();
+  // Moves every queued task into `out` (progress thread; `out` empty). An empty inbox costs
+  // neither a lock nor an allocation.
+  void take_all(std::deque<std::function<void()>>& out);
   bool empty() const { return !has_tasks_.load(std::memory_order_acquire); }
   int fd() const { return event_fd_; }
   // Drains the eventfd if a push signalled it since the last call (a polling loop calls this
-  // every iteration: without the flag that was a read() syscall each time).
-  void clear_signal();
+  // every iteration: without the flag that was a read() syscall each time), or always with
+  // `force` (after ppoll saw it readable: a push between its write and its flag must not leave
+  // the eventfd readable, or every ppoll would return at once until that pusher runs again).
+  void clear_signal(bool force = false);
 
  private:
   int event_fd_;
