@@ -9,15 +9,11 @@
 
 #include "compute/init_rng.h"
 #include "engine/engine_config.h"
+#include "engine/session_stream.h"
 
 namespace dualpath::engine {
 
 namespace {
-
-struct Session {
-  std::vector<int32_t> context;  // the next prompt, minus this turn's appended tokens
-  compute::SplitMix64 rng{0};
-};
 
 int64_t uniform(compute::SplitMix64& rng, int64_t lo, int64_t hi) {
   return lo + static_cast<int64_t>(rng.next() % static_cast<uint64_t>(hi - lo + 1));
@@ -31,31 +27,27 @@ Result<DemoReport> run_demo(LocalCluster& cluster,
   // The vocabulary bounds the random token ids.
   DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(cluster.config()));
   const auto start = std::chrono::steady_clock::now();
-  std::vector<Session> sessions(options.sessions);
-  for (int s = 0; s < options.sessions; ++s) {
-    sessions[s].rng = compute::SplitMix64(compute::mix64(options.seed * 1000003 + s));
-  }
+  std::vector<SessionStream> sessions;
+  sessions.reserve(static_cast<size_t>(options.sessions));
+  for (int s = 0; s < options.sessions; ++s) sessions.emplace_back(options.seed, s, shape.vocab);
   std::vector<std::vector<DemoTurn>> done(options.sessions);
   std::mutex progress_mu;
   auto run_turn = [&](int s, int t) -> Status {
-    Session& session = sessions[s];
+    SessionStream& session = sessions[static_cast<size_t>(s)];
     const int64_t append =
         t == 0 ? options.first_prompt_tokens
-               : uniform(session.rng, options.min_append_tokens, options.max_append_tokens);
-    for (int64_t i = 0; i < append; ++i) {
-      session.context.push_back(static_cast<int32_t>(session.rng.next() % shape.vocab));
-    }
+               : uniform(session.rng(), options.min_append_tokens, options.max_append_tokens);
+    session.append_random(append);
     TurnRequest request;
-    request.tokens = session.context;
-    request.gen_tokens = uniform(session.rng, options.min_gen_tokens, options.max_gen_tokens);
+    request.tokens = session.prompt();
+    request.gen_tokens = uniform(session.rng(), options.min_gen_tokens, options.max_gen_tokens);
     request.path = options.path;
     cluster.place_session(s, request);
     auto result = cluster.run_turn(request);
     if (!result.is_ok()) {
       return result.status().with_context(fmt::format("session {} turn {}", s, t));
     }
-    session.context.insert(session.context.end(), result->output_tokens.begin(),
-                           result->output_tokens.end());
+    session.add_output(*result);
     done[s].push_back(DemoTurn{s, t, std::move(result).value()});
     if (progress) {
       std::lock_guard lock(progress_mu);

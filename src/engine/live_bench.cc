@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "common/percentiles.h"
-#include "compute/init_rng.h"
 #include "engine/engine_config.h"
+#include "engine/session_stream.h"
 
 namespace dualpath::engine {
 
@@ -40,33 +40,27 @@ Result<LiveBenchResult> run_live_bench(LocalCluster& cluster,
 
   auto run_agent = [&](size_t a) {
     AgentRun& run = runs[a];
-    compute::SplitMix64 rng(compute::mix64(options.seed * 1000003 + a));
-    std::vector<int32_t> context;
+    SessionStream session(options.seed, static_cast<int64_t>(a), shape.vocab);
     for (size_t t = 0; t < agents[a].size(); ++t) {
       const workload::TurnShape& turn = agents[a][t];
       // The turn keeps `context_tokens` of what came before (a trace's compaction cuts it).
-      if (turn.context_tokens < static_cast<int64_t>(context.size())) {
-        context.resize(static_cast<size_t>(std::max<int64_t>(0, turn.context_tokens)));
-      }
+      session.keep(turn.context_tokens);
+      // What a store could hold: every context token but the last generated one, whose KV the
+      // next prefill computes (so a context of whole blocks hits one block less).
+      const int64_t oracle_hit = std::max<int64_t>(0, session.context_tokens() - 1);
+      session.append_random(turn.prompt_tokens - session.context_tokens());
       TurnRequest request;
-      request.tokens = context;
-      const int64_t append = turn.prompt_tokens - static_cast<int64_t>(context.size());
-      for (int64_t i = 0; i < append; ++i) {
-        request.tokens.push_back(static_cast<int32_t>(rng.next() % shape.vocab));
-      }
+      request.tokens = session.prompt();
       request.gen_tokens = std::max<int64_t>(1, turn.gen_tokens);
       request.path = options.path;
       cluster.place_session(static_cast<int64_t>(a), request);
-      // What a store could hold: every context token but the last generated one, whose KV the
-      // next prefill computes (so a context of whole blocks hits one block less).
-      request.oracle_hit_tokens = std::max<int64_t>(0, static_cast<int64_t>(context.size()) - 1);
+      request.oracle_hit_tokens = oracle_hit;
       auto result = cluster.run_turn(request);
       if (!result.is_ok()) {
         run.status = result.status().with_context(fmt::format("agent {} turn {}", a, t));
         return;
       }
-      context = std::move(request.tokens);
-      context.insert(context.end(), result->output_tokens.begin(), result->output_tokens.end());
+      session.add_output(*result);
       run.turns.push_back(std::move(result).value());
       std::lock_guard lock(progress_mu);
       ++done;

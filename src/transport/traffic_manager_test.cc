@@ -244,6 +244,13 @@ TEST_P(TrafficManagerTest, ClassesOnSeparateWorkersBothComplete) {
 // data it received.
 class ChecksumAcks {
  public:
+  // A sink message's header asking for the ack of sequence number `seq`.
+  static std::vector<std::byte> header(uint64_t seq) {
+    std::vector<std::byte> h(1 + sizeof seq);
+    h[0] = std::byte{2};  // ack with the checksum
+    std::memcpy(h.data() + 1, &seq, sizeof seq);
+    return h;
+  }
   Status install(Worker& worker) {
     return worker.set_am_handler(kEchoReplyAm, [this](const AmMessage& m) {
       uint64_t seq = 0, sum = 0;
@@ -286,11 +293,8 @@ TEST_P(TrafficManagerTest, RendezvousMessagesArriveIntactThroughReusedReceiveBuf
     auto mr = worker_->register_memory(messages.back());
     ASSERT_TRUE(mr.is_ok()) << mr.status().to_string();
     regions.push_back(std::move(mr).value());
-    std::vector<std::byte> header(1 + sizeof(uint64_t));
-    header[0] = std::byte{2};  // ack with the checksum
-    uint64_t seq = i + 1;
-    std::memcpy(header.data() + 1, &seq, sizeof seq);
-    auto op = tm->send_am(TrafficClass::kKv, peer.endpoint(), kSinkAm, header, messages.back());
+    auto op = tm->send_am(TrafficClass::kKv, peer.endpoint(), kSinkAm, ChecksumAcks::header(i + 1),
+                          messages.back());
     ASSERT_TRUE(op.is_ok()) << op.status().to_string();
     ops.push_back(std::move(op).value());
   }
@@ -317,18 +321,10 @@ TEST_P(TrafficManagerTest, ABatchOfActiveMessagesIsOneTransferDeliveredIntact) {
   auto data = pattern(std::accumulate(sizes.begin(), sizes.end(), size_t{0}), 21);
   auto mr = worker_->register_memory(data);
   ASSERT_TRUE(mr.is_ok()) << mr.status().to_string();
-  std::vector<std::vector<std::byte>> headers;
+  std::vector<std::vector<std::byte>> headers;  // outlive the submission's spans
+  for (size_t i = 0; i < sizes.size(); ++i) headers.push_back(ChecksumAcks::header(i + 1));
   std::vector<AmRequest> batch;
   size_t off = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    std::vector<std::byte> header(1 + sizeof(uint64_t));
-    header[0] = std::byte{2};  // ack with the checksum
-    uint64_t seq = i + 1;
-    std::memcpy(header.data() + 1, &seq, sizeof seq);
-    headers.push_back(std::move(header));
-    off += sizes[i];
-  }
-  off = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     batch.push_back({headers[i], std::span<const std::byte>(data).subspan(off, sizes[i])});
     off += sizes[i];
