@@ -66,7 +66,7 @@ double CostModel::group_pass_s(double max_attention_s, double total_new_tokens,
 
 double CostModel::decode_step_s(int batch, double context_tokens_sum, int ep_size) const {
   if (batch <= 0) return 0.0;
-  double weights = model_.weight_bytes() / std::max(ep_size, 1);
+  double weights = model_.weight_bytes_per_gpu(ep_size);
   // Per request and layer, attention reads the selected keys' cache (all of them unless sparse)
   // and, with DSA, the indexer keys of the whole context.
   double avg_ctx = context_tokens_sum / batch;
@@ -81,7 +81,7 @@ double CostModel::decode_step_s(int batch, double context_tokens_sum, int ep_siz
 }
 
 double CostModel::hbm_kv_budget_bytes(int ep_size, double reserved_bytes) const {
-  double weights = model_.weight_bytes() / std::max(ep_size, 1);
+  double weights = model_.weight_bytes_per_gpu(ep_size);
   return std::max(0.0, hw_.hbm_bytes - weights - reserved_bytes);
 }
 

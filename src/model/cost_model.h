@@ -35,7 +35,7 @@ struct Efficiency {
   double layer_overhead_s = 0.0062;
   // Fixed cost of one decode iteration (EP all-to-all latency over all layers, sampling).
   // Fitted to Table 3's TPOT (2P4D, 0.4 APS: 39 ms).
-  double decode_step_overhead_s = 0.030;
+  double decode_step_overhead_s = 0.025;
   // Fraction of HBM bandwidth reached by decode reads. Not fitted: FlashMLA's 3,000 of 3,350 GB/s.
   double decode_mbu = 0.9;
   // Fraction of a storage NIC's line rate the storage client sustains for KV reads and writes.

@@ -20,6 +20,23 @@ TEST(ModelSpec, Ds660bStoresMlaPlusIndexerKeys) {
   EXPECT_EQ(m.stored_bytes_per_token_per_layer() * 64, 50'432);  // Layer Block, §4
 }
 
+TEST(ModelSpec, OnlyRoutedExpertsAreShardedOverTheGroup) {
+  auto m = *model_preset("ds660b");
+  // 58 MoE layers x 256 experts x 3 x 7168 x 2048 = 653.9 B routed; 17.1 B replicated (DP
+  // attention keeps attention, dense layers, shared experts and embeddings on every GPU).
+  EXPECT_NEAR(m.weight_bytes_per_gpu(1) / 1e9, 671.0, 1e-6);
+  EXPECT_NEAR(m.weight_bytes_per_gpu(32) / 1e9, 17.1 + 653.9 / 32, 0.1);
+  EXPECT_GT(m.weight_bytes_per_gpu(32), m.weight_bytes() / 32 + 16e9);
+  // The DE's KV budget shrinks accordingly: 80 - 37.5 - 10 GB.
+  EXPECT_NEAR(make("ds660b").hbm_kv_budget_bytes(32, 10e9) / 1e9, 32.5, 0.2);
+  // Dense presets shard everything over the group, as before.
+  auto q = *model_preset("qwen32b");
+  EXPECT_DOUBLE_EQ(q.weight_bytes_per_gpu(8), q.weight_bytes() / 8);
+  // A spec that shards more than it has is rejected.
+  m.sharded_params = m.total_params + 1;
+  EXPECT_FALSE(m.validate().is_ok());
+}
+
 TEST(ModelSpec, Qwen32bKvIs256KiBPerToken) {
   EXPECT_EQ(model_preset("qwen32b")->kv_bytes_per_token(), 262'144);
 }

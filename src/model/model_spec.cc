@@ -83,6 +83,10 @@ Status ModelSpec::validate() const {
     return Status::invalid_argument(fmt::format(
         "model '{}': kv_bytes_per_token_per_layer = {} must be > 0", name,
         kv_bytes_per_token_per_layer));
+  if (sharded_params > total_params)
+    return Status::invalid_argument(fmt::format(
+        "model '{}': sharded_params = {} must not exceed total_params = {}", name, sharded_params,
+        total_params));
   if (active_params <= 0 || total_params < active_params)
     return Status::invalid_argument(fmt::format(
         "model '{}': active_params = {} and total_params = {} must satisfy 0 < active <= total",
@@ -90,7 +94,18 @@ Status ModelSpec::validate() const {
   return Status::ok();
 }
 
+double ModelSpec::weight_bytes_per_gpu(int group_gpus) const {
+  double sharded = static_cast<double>(sharded_params < 0 ? total_params : sharded_params);
+  double replicated = static_cast<double>(total_params) - sharded;
+  return (replicated + sharded / std::max(group_gpus, 1)) * weight_bytes_per_param;
+}
+
 namespace {
+
+// Routed-expert parameters: MoE layers x experts x (gate, up, down) x hidden x expert width.
+int64_t routed_expert_params(int moe_layers, int experts, int hidden, int expert_width) {
+  return static_cast<int64_t>(moe_layers) * experts * 3 * hidden * expert_width;
+}
 
 ModelSpec ds_v32_like(std::string name, int layers, int64_t active, int64_t total, int topk,
                       int q_heads, int idx_heads, int idx_dim, int idx_bytes) {
@@ -144,6 +159,9 @@ Result<ModelSpec> model_preset(std::string_view name) {
     // FP8 keys + a 4-byte scale (132 B/token/layer), stored and loaded with the MLA cache.
     ModelSpec m =
         ds_v32_like("ds660b", 61, 37'000'000'000, 671'000'000'000, 2048, 128, 64, 128, 132);
+    // 58 MoE layers of 256 routed experts (hidden 7168, width 2048): 654 B of the 671 B; the
+    // other 17 B are on every GPU.
+    m.sharded_params = routed_expert_params(58, 256, 7168, 2048);
     // Hidden 7168, 8 routed experts per token, FP8 dispatch (1 B) + BF16 combine (2 B); with EP
     // over two nodes about half of the experts are on the other node, behind the CNIC.
     m.ep_bytes_per_token_per_layer = 7168 * 8 * 3 / 2;
@@ -153,6 +171,8 @@ Result<ModelSpec> model_preset(std::string_view name) {
     // PAPER.md §9 A.2: hidden 2560, 30 layers, 32 heads, 72 routed experts (6 active, 2 shared),
     // indexer 32 x 64, top-k 1024. Parameter counts derived from that shape (docs/calibration.md).
     ModelSpec m = ds_v32_like("ds27b", 30, 4'200'000'000, 27'000'000'000, 1024, 32, 32, 64, 68);
+    // 29 MoE layers (1 initial dense layer) of 72 routed experts, hidden 2560, width 1536.
+    m.sharded_params = routed_expert_params(29, 72, 2560, 1536);
     return m;
   }
   if (name == "qwen32b") return gqa("qwen32b", 64, 40, 8, 128, 32'500'000'000, 2.0, 2);
@@ -164,6 +184,7 @@ Result<ModelSpec> model_preset(std::string_view name) {
   if (name == "small") return gqa("small", 8, 16, 4, 64, 92'816'384, 4.0, 4);
   if (name == "dsv3") {
     ModelSpec m = ds_v32_like("dsv3", 61, 37'000'000'000, 671'000'000'000, 0, 128, 0, 0, 0);
+    m.sharded_params = routed_expert_params(58, 256, 7168, 2048);
     m.attention = AttentionKind::kMlaDense;
     return m;
   }

@@ -26,6 +26,10 @@ struct ModelSpec {
   int layers = 0;
   int64_t active_params = 0;  // parameters touched per token (MoE: activated)
   int64_t total_params = 0;   // all parameters (weights resident in HBM)
+  // Parameters spread over the engine group's GPUs: the routed experts under expert parallelism.
+  // The rest (attention, dense layers, shared experts, embeddings) is replicated on every GPU, as
+  // DP attention does. -1: all of them (the dense presets, whose group is taken to shard them).
+  int64_t sharded_params = -1;
   double weight_bytes_per_param = 1.0;  // FP8 = 1, BF16 = 2
 
   // KV cache, bytes per token per layer, as stored and loaded.
@@ -57,6 +61,9 @@ struct ModelSpec {
     return static_cast<int64_t>(kv_bytes_per_token_per_layer) * layers;
   }
   double weight_bytes() const { return static_cast<double>(total_params) * weight_bytes_per_param; }
+  // Weight bytes resident on each GPU of a group of `group_gpus`: the replicated part whole, the
+  // sharded part divided.
+  double weight_bytes_per_gpu(int group_gpus) const;
 
   // FLOPs of one query token at context length ctx (the tokens before it, itself included):
   // 2 * active_params (projections, FFN/MoE) + attention.

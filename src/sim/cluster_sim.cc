@@ -44,7 +44,7 @@ struct Req {
   uint32_t pe = kNone, de = kNone;
   ReadPath path = ReadPath::kPe;
   bool read_done = false, streamed_hit = false, hbm_reserved = false, prefilled = false;
-  double t_arrive = 0, t_assigned = 0, t_read_done = 0, t_first = 0, t_decode = 0;
+  double t_arrive = 0, t_assigned = 0, t_admitted = 0, t_read_done = 0, t_first = 0, t_decode = 0;
 };
 
 struct Node {
@@ -165,7 +165,7 @@ class ClusterSim {
   // Metrics.
   int64_t turns_total_ = 0, turns_done_ = 0;
   int agents_left_ = 0;
-  std::vector<double> ttft_, ttst_, tpot_, t_sched_, t_read_, t_prefill_;
+  std::vector<double> ttft_, ttst_, tpot_, t_sched_, t_read_, t_buffer_wait_, t_prefill_;
   std::vector<double> agent_finish_;
   HopBytes hops_;
   double prompt_tokens_ = 0, hit_tokens_ = 0, storage_write_ = 0;
@@ -444,6 +444,7 @@ void ClusterSim::start_read(uint32_t a, uint32_t node) {
 void ClusterSim::admit_read(uint32_t a, uint32_t node) {
   Node& nd = nodes_[node];
   nd.buffer_used += reqs_[a].hit_bytes;
+  reqs_[a].t_admitted = now_;
   nd.reads.advance(now_);
   nd.reads.add(a, reqs_[a].hit_bytes);
   reschedule_reads(node);
@@ -703,6 +704,7 @@ void ClusterSim::finish_turn(uint32_t a) {
   ttft_.push_back(r.t_first - r.t_arrive);
   t_sched_.push_back(r.t_assigned - r.t_arrive);
   t_read_.push_back(std::max(0.0, r.t_read_done - r.t_assigned));
+  t_buffer_wait_.push_back(r.hit > 0 && !oracle() ? r.t_admitted - r.t_assigned : 0.0);
   t_prefill_.push_back(r.t_first - std::max(r.t_read_done, r.t_assigned));
   if (r.gen > 1) tpot_.push_back((now_ - r.t_decode) / static_cast<double>(r.gen - 1));
   auto bucket = static_cast<size_t>(now_ / cfg_.timeseries_bucket_s);
@@ -804,6 +806,7 @@ SimResult ClusterSim::collect(double wall_s) {
   res.tpot_p99_s = percentile(tpot_, 0.99);
   res.ttft_sched_mean_s = mean(t_sched_);
   res.ttft_read_mean_s = mean(t_read_);
+  res.ttft_buffer_wait_mean_s = mean(t_buffer_wait_);
   res.ttft_prefill_mean_s = mean(t_prefill_);
   res.hops = hops_;
   res.storage_read_bytes = hops_.storage_read_pe + hops_.storage_read_de;

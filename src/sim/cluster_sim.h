@@ -61,6 +61,8 @@ struct SimResult {
   double tpot_p50_s = 0, tpot_p99_s = 0;
   // TTFT breakdown means (PAPER.md Fig. 12 left): scheduling, read (incl. its queue), prefill.
   double ttft_sched_mean_s = 0, ttft_read_mean_s = 0, ttft_prefill_mean_s = 0;
+  // The part of the read that waited for DRAM-buffer space before the SNIC read began.
+  double ttft_buffer_wait_mean_s = 0;
   double storage_read_bytes = 0;
   double storage_write_bytes = 0;
   HopBytes hops;

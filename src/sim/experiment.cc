@@ -61,6 +61,7 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
       {"ttft_breakdown_mean_s",
        {{"schedule", r.ttft_sched_mean_s},
         {"read", r.ttft_read_mean_s},
+        {"read_buffer_wait", r.ttft_buffer_wait_mean_s},
         {"prefill", r.ttft_prefill_mean_s}}},
       {"storage_read_bytes", r.storage_read_bytes},
       {"storage_write_bytes", r.storage_write_bytes},
@@ -125,9 +126,10 @@ std::string result_table(const SimResult& r) {
   row("turns", fmt::format("{} ({:.1f} turns/s)", r.turns, r.jct_s > 0 ? r.turns / r.jct_s : 0));
   row("prompt throughput", fmt::format("{:.0f} tokens/s", r.prompt_tokens_per_s));
   row("TTFT p50 / p99", fmt::format("{:.2f} s / {:.2f} s", r.ttft_p50_s, r.ttft_p99_s));
-  row("TTFT = sched+read+prefill", fmt::format("{:.2f} + {:.2f} + {:.2f} s (means)",
-                                               r.ttft_sched_mean_s, r.ttft_read_mean_s,
-                                               r.ttft_prefill_mean_s));
+  row("TTFT = sched+read+prefill",
+      fmt::format("{:.2f} + {:.2f} + {:.2f} s (means; the read waited {:.2f} s for buffer space)",
+                  r.ttft_sched_mean_s, r.ttft_read_mean_s, r.ttft_prefill_mean_s,
+                  r.ttft_buffer_wait_mean_s));
   row("TTST p50", fmt::format("{:.3f} s", r.ttst_p50_s));
   row("TPOT p50 / p99", fmt::format("{:.1f} ms / {:.1f} ms", r.tpot_p50_s * 1e3, r.tpot_p99_s * 1e3));
   row("storage read", fmt::format("{:.1f} GB (PE side {:.1f}, DE side {:.1f})",

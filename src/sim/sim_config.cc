@@ -116,15 +116,23 @@ Status SimConfig::validate() const {
         std::tuple{"decode", de_ep_nodes, decode_nodes, "cluster.de_ep_nodes"}}) {
     int gpus = std::min(ep_nodes, nodes) * hw.gpus_per_node;
     if (cost.hbm_kv_budget_bytes(gpus, hbm_reserved_bytes) <= 0) {
-      int need_gpus = static_cast<int>(
-          std::ceil(model.weight_bytes() / std::max(1.0, hw.hbm_bytes - hbm_reserved_bytes)));
+      // Each GPU holds the replicated weights whole and its share of the sharded ones.
+      double replicated = model.weight_bytes_per_gpu(1 << 30);
+      double room = hw.hbm_bytes - hbm_reserved_bytes - replicated;
+      if (room <= 0)
+        return Status::invalid_argument(fmt::format(
+            "{}: the {:.0f} GB of weights every GPU holds whole plus the {:.0f} GB reserve "
+            "exceed a GPU's {:.0f} GB of HBM at any EP size; lower cluster.hbm_reserved_gb or "
+            "use GPUs with more HBM ([hardware] hbm_gb)",
+            model.name, replicated / 1e9, hbm_reserved_bytes / 1e9, hw.hbm_bytes / 1e9));
+      int need_gpus = static_cast<int>(std::ceil((model.weight_bytes() - replicated) / room));
       return Status::invalid_argument(fmt::format(
           "{}: {} = {} gives {} GPUs, whose {:.0f} GB of HBM each cannot hold {:.0f} GB of {} "
           "weights plus the {:.0f} GB reserve; use an EP group of at least {} GPUs "
           "({} nodes, with at least that many {} nodes)",
-          model.name, key, ep_nodes, gpus, hw.hbm_bytes / 1e9, model.weight_bytes() / 1e9,
-          model.name, hbm_reserved_bytes / 1e9, need_gpus,
-          (need_gpus + hw.gpus_per_node) / hw.gpus_per_node, role));
+          model.name, key, ep_nodes, gpus, hw.hbm_bytes / 1e9,
+          model.weight_bytes_per_gpu(gpus) / 1e9, model.name, hbm_reserved_bytes / 1e9,
+          need_gpus, (need_gpus + hw.gpus_per_node - 1) / hw.gpus_per_node, role));
     }
   }
   return Status::ok();
