@@ -94,10 +94,14 @@ Status ModelSpec::validate() const {
   return Status::ok();
 }
 
+double ModelSpec::replicated_weight_bytes() const {
+  return static_cast<double>(sharded_params < 0 ? 0 : total_params - sharded_params) *
+         weight_bytes_per_param;
+}
+
 double ModelSpec::weight_bytes_per_gpu(int group_gpus) const {
-  double sharded = static_cast<double>(sharded_params < 0 ? total_params : sharded_params);
-  double replicated = static_cast<double>(total_params) - sharded;
-  return (replicated + sharded / std::max(group_gpus, 1)) * weight_bytes_per_param;
+  double replicated = replicated_weight_bytes();
+  return replicated + (weight_bytes() - replicated) / std::max(group_gpus, 1);
 }
 
 namespace {

@@ -61,6 +61,8 @@ struct ModelSpec {
     return static_cast<int64_t>(kv_bytes_per_token_per_layer) * layers;
   }
   double weight_bytes() const { return static_cast<double>(total_params) * weight_bytes_per_param; }
+  // Weight bytes every GPU holds whole, whatever the group size (total - sharded).
+  double replicated_weight_bytes() const;
   // Weight bytes resident on each GPU of a group of `group_gpus`: the replicated part whole, the
   // sharded part divided.
   double weight_bytes_per_gpu(int group_gpus) const;

@@ -134,5 +134,22 @@ TEST(ClusterSim, RejectsZeroAgents) {
   EXPECT_NE(r.status().message().find("agents"), std::string::npos);
 }
 
+// DS 660B's 17 GB of replicated weights plus the routed experts over one 8-GPU node (82 GB) do
+// not fit in 80 GB; two nodes do. The error names the key and the group size that fits.
+TEST(ClusterSim, RejectsAnEpGroupTooSmallForTheWeights) {
+  SimConfig cfg = small(Mode::kFull);
+  cfg.pe_ep_nodes = 1;
+  Status s = cfg.validate();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("cluster.pe_ep_nodes = 1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("(2 nodes"), std::string::npos) << s.message();
+  // Replicated weights alone over the HBM: no group size helps, and the error says so.
+  cfg.pe_ep_nodes = 2;
+  cfg.hbm_reserved_bytes = 70e9;
+  s = cfg.validate();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("at any EP size"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace dualpath::sim

@@ -117,7 +117,7 @@ Status SimConfig::validate() const {
     int gpus = std::min(ep_nodes, nodes) * hw.gpus_per_node;
     if (cost.hbm_kv_budget_bytes(gpus, hbm_reserved_bytes) <= 0) {
       // Each GPU holds the replicated weights whole and its share of the sharded ones.
-      double replicated = model.weight_bytes_per_gpu(1 << 30);
+      double replicated = model.replicated_weight_bytes();
       double room = hw.hbm_bytes - hbm_reserved_bytes - replicated;
       if (room <= 0)
         return Status::invalid_argument(fmt::format(

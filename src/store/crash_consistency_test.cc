@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <random>
 #include <thread>
@@ -120,7 +119,7 @@ uint64_t verify_visible_blocks(const std::string& dir) {
 TEST(CrashConsistency, WriterKilledAtRandomPointsLeavesNoVisiblePartialBlock) {
   TempDir tmp;
   // A write to a writer that already exited must fail with EPIPE, not kill the test.
-  std::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
   std::mt19937 rng(20260225);  // fixed seed: the same kill schedule every run
   // Kill points are chosen by progress, not by time: the writer finishes 0-15 batches of 4
   // blocks, starts one more, and is killed 0-3 ms into it (while its files are created,
