@@ -14,6 +14,7 @@ struct CalibrationFlags {
   double attention_mfu = 0;
   double storage_efficiency = 0;
   double layer_overhead_ms = -1;
+  double intra_node_layer_overhead_ms = -1;
   double hbm_reserved_gb = -1;
   double basic_kv_gb = -1;
 
@@ -24,7 +25,11 @@ struct CalibrationFlags {
     cmd->add_option("--storage-efficiency", storage_efficiency,
                     "override the fitted fraction of SNIC line rate the storage client reaches");
     cmd->add_option("--layer-overhead-ms", layer_overhead_ms,
-                    "override the fitted fixed cost per layer per forward pass");
+                    "override the fitted fixed cost per layer per forward pass of an EP group "
+                    "that spans nodes");
+    cmd->add_option("--intra-node-layer-overhead-ms", intra_node_layer_overhead_ms,
+                    "override the fitted fixed cost per layer per forward pass of an EP group "
+                    "inside one node");
     cmd->add_option("--hbm-reserved-gb", hbm_reserved_gb,
                     "HBM per GPU kept for activations and workspace (not KV)");
     cmd->add_option("--basic-prefill-kv-gb", basic_kv_gb,
@@ -36,12 +41,15 @@ struct CalibrationFlags {
     if (attention_mfu != 0) cfg.eff.attention_mfu = attention_mfu;
     if (storage_efficiency != 0) cfg.eff.storage_efficiency = storage_efficiency;
     if (layer_overhead_ms >= 0) cfg.eff.layer_overhead_s = layer_overhead_ms / 1e3;
+    if (intra_node_layer_overhead_ms >= 0)
+      cfg.eff.intra_node_layer_overhead_s = intra_node_layer_overhead_ms / 1e3;
     if (hbm_reserved_gb >= 0) cfg.hbm_reserved_bytes = hbm_reserved_gb * 1e9;
     if (basic_kv_gb >= 0) cfg.basic_prefill_kv_bytes = basic_kv_gb * 1e9;
   }
   bool any() const {
     return linear_mfu != 0 || attention_mfu != 0 || storage_efficiency != 0 ||
-           layer_overhead_ms >= 0 || hbm_reserved_gb >= 0 || basic_kv_gb >= 0;
+           layer_overhead_ms >= 0 || intra_node_layer_overhead_ms >= 0 || hbm_reserved_gb >= 0 ||
+           basic_kv_gb >= 0;
   }
 };
 

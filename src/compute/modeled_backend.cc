@@ -21,10 +21,11 @@ Status ModeledOptions::validate() const {
     return Status::invalid_argument(
         fmt::format("modeled compute: kv_scale {} must be a positive number", kv_scale));
   }
-  if (decode_ep_size < 1 || vocab < 1) {
+  if (prefill_ep_size < 1 || decode_ep_size < 1 || vocab < 1) {
     return Status::invalid_argument(
-        fmt::format("modeled compute: decode_ep_size {} and vocab {} must be at least 1",
-                    decode_ep_size, vocab));
+        fmt::format("modeled compute: prefill_ep_size {}, decode_ep_size {} and vocab {} must "
+                    "be at least 1",
+                    prefill_ep_size, decode_ep_size, vocab));
   }
   return Status::ok();
 }
@@ -69,7 +70,8 @@ Status ModeledBackend::begin_prefill(std::span<const PrefillSequence> batch) {
                      mix64(options_.seed)});
     work.push_back({batch[i].cached_tokens, static_cast<int64_t>(batch[i].new_tokens.size())});
   }
-  layer_time_ = from_seconds(cost_.prefill_s(work) / cost_.model().layers);
+  layer_time_ =
+      from_seconds(cost_.prefill_s(work, options_.prefill_ep_size) / cost_.model().layers);
   next_layer_ = 0;
   in_pass_ = true;
   return Status::ok();

@@ -3,7 +3,7 @@
 // iteration by waiting, on a Clock, the time model::CostModel gives for it, so one CPU machine can
 // play a GPU cluster: with a DilatedClock every emulated second takes `dilation` real seconds.
 //
-//   pass time    = CostModel::prefill_s(the batch's (cached, new) pairs)
+//   pass time    = CostModel::prefill_s(the batch's (cached, new) pairs, prefill_ep_size)
 //   layer time   = pass time / layers (each prefill_layer waits one, from the moment it is called:
 //                  a layer whose KV arrives late starts late, as on a GPU)
 //   decode time  = CostModel::decode_step_s(batch, context tokens summed, decode_ep_size)
@@ -29,7 +29,8 @@ namespace dualpath::compute {
 
 struct ModeledOptions {
   double kv_scale = 1.0;   // > 0; rows are max(1, round(stored bytes * kv_scale)) bytes
-  int decode_ep_size = 1;  // DE GPUs sharing the weights (CostModel::decode_step_s)
+  int prefill_ep_size = 1;  // PE GPUs running a pass together (CostModel::prefill_s)
+  int decode_ep_size = 1;   // DE GPUs sharing the weights (CostModel::decode_step_s)
   int32_t vocab = 32000;   // emitted token ids are in [0, vocab)
   uint64_t seed = 0;       // salts the filler bytes and the tokens
   bool digest_kv = true;   // fold the last layer's KV into the prefill token (reads it all)

@@ -55,7 +55,7 @@ TEST(ModeledBackend, EachLayerWaitsItsShareOfTheCostModelPassTime) {
   const PrefillSequence batch[2] = {{t0, 4000}, {t1, 0}};
   ASSERT_TRUE(b.begin_prefill(batch).is_ok());
   const model::PrefillWork work[2] = {{4000, 100}, {0, 30}};
-  const Duration layer = from_seconds(b.cost_model().prefill_s(work) / layers);
+  const Duration layer = from_seconds(b.cost_model().prefill_s(work, 1) / layers);
   EXPECT_EQ(b.layer_time(), layer);
   EXPECT_GT(layer, Duration(0));
 

@@ -18,7 +18,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HardwareSpec, name, gpus_per_nod
                                                 snic_bytes_per_s, dram_bytes_per_s,
                                                 pcie_bytes_per_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Efficiency, linear_mfu, attention_mfu,
-                                                layer_overhead_s, decode_step_overhead_s,
+                                                layer_overhead_s, intra_node_layer_overhead_s,
+                                                decode_step_overhead_s,
                                                 decode_mbu, storage_efficiency)
 }  // namespace dualpath::model
 
@@ -37,6 +38,7 @@ Json BackendSpec::to_json() const {
               {"weights_seed", weights_seed},
               {"kv_scale", kv_scale},
               {"time_dilation", time_dilation},
+              {"prefill_ep_gpus", prefill_ep_gpus},
               {"decode_ep_gpus", decode_ep_gpus},
               {"hardware", hardware},
               {"efficiency", efficiency}};
@@ -50,6 +52,7 @@ Result<BackendSpec> BackendSpec::from_json(const Json& j) {
     s.weights_seed = j.value("weights_seed", s.weights_seed);
     s.kv_scale = j.value("kv_scale", s.kv_scale);
     s.time_dilation = j.value("time_dilation", s.time_dilation);
+    s.prefill_ep_gpus = j.value("prefill_ep_gpus", s.prefill_ep_gpus);
     s.decode_ep_gpus = j.value("decode_ep_gpus", s.decode_ep_gpus);
     s.hardware = j.value("hardware", s.hardware);
     s.efficiency = j.value("efficiency", s.efficiency);
@@ -101,6 +104,7 @@ Result<std::unique_ptr<compute::ComputeBackend>> BackendFactory::make(bool diges
   if (weights_) return std::unique_ptr<compute::ComputeBackend>(new compute::CpuBackend(weights_));
   compute::ModeledOptions o;
   o.kv_scale = spec_.kv_scale;
+  o.prefill_ep_size = spec_.prefill_ep_gpus;
   o.decode_ep_size = spec_.decode_ep_gpus;
   o.digest_kv = digest_kv;
   o.vocab = kModeledVocab;

@@ -31,9 +31,11 @@ struct BackendSpec {
   double kv_scale = 1.0;
   double time_dilation = 1.0;
   // modeled: what the CostModel prices (the config's [hardware] and [efficiency], as the
-  // simulator reads them; empty name = the h800 preset) and how many DE GPUs share the weights.
+  // simulator reads them; empty name = the h800 preset) and the EP group sizes: how many PE GPUs
+  // run a forward pass together, how many DE GPUs share the weights.
   model::HardwareSpec hardware;
   model::Efficiency efficiency;
+  int prefill_ep_gpus = 1;
   int decode_ep_gpus = 1;
 
   Json to_json() const;

@@ -19,6 +19,7 @@ BackendSpec EngineConfig::backend_spec() const {
   b.time_dilation = time_dilation;
   b.hardware = hardware;
   b.efficiency = efficiency;
+  b.prefill_ep_gpus = std::min(pe_ep_nodes, prefill_nodes) * hardware.gpus_per_node;
   b.decode_ep_gpus = std::min(de_ep_nodes, decode_nodes) * hardware.gpus_per_node;
   return b;
 }

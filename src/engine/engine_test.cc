@@ -330,6 +330,8 @@ TEST(EngineConfig, SetupCarriesTheCostModelInputs) {
   setup.backend.hardware.gpus_per_node = 4;
   setup.backend.efficiency.layer_overhead_s = 0.001;
   setup.backend.efficiency.storage_efficiency = 0.5;
+  setup.backend.efficiency.intra_node_layer_overhead_s = 0.0005;
+  setup.backend.prefill_ep_gpus = 8;
   setup.backend.decode_ep_gpus = 16;
   setup.engines = 3;
   auto back = NodeSetup::from_json(setup.to_json());
@@ -340,6 +342,8 @@ TEST(EngineConfig, SetupCarriesTheCostModelInputs) {
   EXPECT_EQ(back->backend.efficiency.layer_overhead_s, 0.001);
   EXPECT_EQ(back->backend.efficiency.storage_efficiency, 0.5);
   EXPECT_EQ(back->backend.efficiency.linear_mfu, model::Efficiency{}.linear_mfu);
+  EXPECT_EQ(back->backend.efficiency.intra_node_layer_overhead_s, 0.0005);
+  EXPECT_EQ(back->backend.prefill_ep_gpus, 8);
   EXPECT_EQ(back->backend.decode_ep_gpus, 16);
   EXPECT_EQ(back->engines, 3);
 }

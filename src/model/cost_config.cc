@@ -27,6 +27,9 @@ void apply_efficiency_config(Config& f, Efficiency& eff) {
   eff.attention_mfu = f.positive_number("efficiency.attention_mfu", eff.attention_mfu);
   eff.layer_overhead_s =
       f.non_negative_number("efficiency.layer_overhead_ms", eff.layer_overhead_s * 1e3) / 1e3;
+  eff.intra_node_layer_overhead_s =
+      f.non_negative_number("efficiency.intra_node_layer_overhead_ms",
+                            eff.intra_node_layer_overhead_s * 1e3) / 1e3;
   eff.decode_step_overhead_s = f.non_negative_number("efficiency.decode_step_overhead_ms",
                                                      eff.decode_step_overhead_s * 1e3) / 1e3;
   eff.decode_mbu = f.positive_number("efficiency.decode_mbu", eff.decode_mbu);

@@ -18,9 +18,10 @@ Status Efficiency::validate() const {
   DP_RETURN_IF_ERROR(frac(attention_mfu, "attention_mfu"));
   DP_RETURN_IF_ERROR(frac(decode_mbu, "decode_mbu"));
   DP_RETURN_IF_ERROR(frac(storage_efficiency, "storage_efficiency"));
-  if (layer_overhead_s < 0 || decode_step_overhead_s < 0)
+  if (layer_overhead_s < 0 || intra_node_layer_overhead_s < 0 || decode_step_overhead_s < 0)
     return Status::invalid_argument(
-        "efficiency.layer_overhead_s and decode_step_overhead_s must be >= 0 seconds");
+        "efficiency.layer_overhead_ms, intra_node_layer_overhead_ms and decode_step_overhead_ms "
+        "must be >= 0");
   return Status::ok();
 }
 
@@ -52,15 +53,21 @@ double CostModel::linear_s(double new_tokens) const {
          (eff_.linear_mfu * linear_peak());
 }
 
-double CostModel::prefill_s(std::span<const PrefillWork> batch) const {
+double CostModel::pass_overhead_s(int group_gpus) const {
+  bool spans_nodes = group_gpus > hw_.gpus_per_node;
+  return model_.layers *
+         (spans_nodes ? eff_.layer_overhead_s : eff_.intra_node_layer_overhead_s);
+}
+
+double CostModel::prefill_s(std::span<const PrefillWork> batch, int group_gpus) const {
   double tokens = 0;
   for (const auto& w : batch) tokens += static_cast<double>(w.new_tokens);
-  return pass_overhead_s() + attention_s(batch) + linear_s(tokens);
+  return pass_overhead_s(group_gpus) + attention_s(batch) + linear_s(tokens);
 }
 
 double CostModel::group_pass_s(double max_attention_s, double total_new_tokens,
                                int group_size) const {
-  return pass_overhead_s() + max_attention_s +
+  return pass_overhead_s(group_size) + max_attention_s +
          linear_s(total_new_tokens / std::max(group_size, 1));
 }
 
@@ -95,9 +102,10 @@ double CostModel::cache_compute_ratio(int64_t ctx, int64_t append) const {
   return kv_gb / pflop;
 }
 
-double CostModel::prefill_tokens_per_s(int64_t cached, int64_t new_tokens, int batch) const {
+double CostModel::prefill_tokens_per_s(int64_t cached, int64_t new_tokens, int batch,
+                                       int group_gpus) const {
   std::vector<PrefillWork> b(static_cast<size_t>(std::max(batch, 1)), PrefillWork{cached, new_tokens});
-  double t = prefill_s(b);
+  double t = prefill_s(b, group_gpus);
   return t > 0 ? static_cast<double>(batch) * static_cast<double>(cached + new_tokens) / t : 0.0;
 }
 

@@ -4,7 +4,9 @@
 // the simulator and the live system's modeled backend: one formula, one place.
 //
 // Prefill (one engine = one GPU; DP attention, EP MoE, PAPER.md §8.4):
-//   pass(batch on an EP group) = layers * layer_overhead_s            fixed per forward pass
+//   pass(batch on an EP group) = layers * layer overhead              fixed per forward pass
+//                                (layer_overhead_s if the group spans nodes, else
+//                                intra_node_layer_overhead_s)
 //                              + max over GPUs of attention(its pairs) DP attention, unequal
 //                              + linear(total new tokens / group size) MoE/FFN, EP-balanced
 //   attention(cached, new)    = attention FLOPs / (attention_mfu * BF16 peak)
@@ -33,6 +35,10 @@ struct Efficiency {
   // Fixed cost per layer per forward pass (kernel launches, EP dispatch/combine latency, the
   // sync before MoE). Fitted to the shape of PAPER.md Fig. 3 right (batch 1 -> 20: ~3.0x).
   double layer_overhead_s = 0.0062;
+  // The same fixed cost when the EP group stays inside one node (NVLink all-to-all, no RDMA
+  // round trips between nodes). Fitted to DS 27B's worst DualPath/Oracle JCT ratio on 1P1D in
+  // Fig. 7 (PAPER.md §10.1: 1.85x).
+  double intra_node_layer_overhead_s = 0.002;
   // Fixed cost of one decode iteration (EP all-to-all latency over all layers, sampling).
   // Fitted to Table 3's TPOT (2P4D, 0.4 APS: 39 ms).
   double decode_step_overhead_s = 0.025;
@@ -66,9 +72,11 @@ class CostModel {
   double attention_s(const PrefillWork& w) const;
   double attention_s(std::span<const PrefillWork> batch) const;
   double linear_s(double new_tokens) const;
-  double pass_overhead_s() const { return model_.layers * eff_.layer_overhead_s; }
-  // One GPU running `batch` alone (an EP group of one, or perfectly balanced peers).
-  double prefill_s(std::span<const PrefillWork> batch) const;
+  // The fixed cost of a forward pass of an EP group of `group_gpus` GPUs: per layer, the
+  // cross-node overhead if the group spans more than one node, else the intra-node one.
+  double pass_overhead_s(int group_gpus) const;
+  // One GPU of an EP group of `group_gpus` running `batch` (its peers perfectly balanced).
+  double prefill_s(std::span<const PrefillWork> batch, int group_gpus) const;
   // A forward pass of an EP group: the slowest GPU's attention plus the shared MoE time.
   double group_pass_s(double max_attention_s, double total_new_tokens, int group_size) const;
 
@@ -83,8 +91,10 @@ class CostModel {
   // over the FLOPs of `append` new tokens. Counts the attention cache only, as the paper does.
   double cache_compute_ratio(int64_t ctx, int64_t append = 429) const;
 
-  // Prompt tokens per second one GPU sustains on requests of this shape (for beta, PAPER §8.5).
-  double prefill_tokens_per_s(int64_t cached, int64_t new_tokens, int batch) const;
+  // Prompt tokens per second one GPU of an EP group of `group_gpus` sustains on requests of this
+  // shape (for beta, PAPER §8.5).
+  double prefill_tokens_per_s(int64_t cached, int64_t new_tokens, int batch,
+                              int group_gpus) const;
 
  private:
   double linear_peak() const;

@@ -85,16 +85,31 @@ TEST(CostModel, PrefillGrowsWithCachedContextAndNewTokens) {
   EXPECT_LT(cm.attention_s(a), cm.attention_s(b));
   PrefillWork one[] = {a};
   PrefillWork two[] = {c};
-  EXPECT_LT(cm.prefill_s(one), cm.prefill_s(two));
+  EXPECT_LT(cm.prefill_s(one, 16), cm.prefill_s(two, 16));
+}
+
+TEST(CostModel, AnEpGroupInsideOneNodePaysTheIntraNodeLayerOverhead) {
+  Efficiency eff;
+  eff.layer_overhead_s = 0.006;
+  eff.intra_node_layer_overhead_s = 0.002;
+  CostModel cm(*model_preset("ds27b"), *hardware_preset("h800"), eff);  // 30 layers, 8 GPUs/node
+  EXPECT_DOUBLE_EQ(cm.pass_overhead_s(1), 30 * 0.002);
+  EXPECT_DOUBLE_EQ(cm.pass_overhead_s(8), 30 * 0.002);
+  EXPECT_DOUBLE_EQ(cm.pass_overhead_s(16), 30 * 0.006);
+  PrefillWork w[] = {{30000, 300}};
+  EXPECT_NEAR(cm.prefill_s(w, 16) - cm.prefill_s(w, 8), 30 * 0.004, 1e-12);
+  EXPECT_NEAR(cm.group_pass_s(0.1, 4800, 16) - cm.group_pass_s(0.1, 4800, 8),
+              30 * 0.004 + cm.linear_s(4800.0 / 16) - cm.linear_s(4800.0 / 8), 1e-12);
 }
 
 TEST(CostModel, BatchingAmortisesTheFixedPassCost) {
   // PAPER.md Fig. 3 right: batching 30K+300 requests raises throughput, with diminishing gains.
   auto cm = make("ds660b");
-  double t1 = cm.prefill_tokens_per_s(30000, 300, 1);
-  double t5 = cm.prefill_tokens_per_s(30000, 300, 5);
-  double t20 = cm.prefill_tokens_per_s(30000, 300, 20);
-  double t10 = cm.prefill_tokens_per_s(30000, 300, 10);
+  // On a two-node EP group, where the cross-node layer overhead was fitted to this shape.
+  double t1 = cm.prefill_tokens_per_s(30000, 300, 1, 16);
+  double t5 = cm.prefill_tokens_per_s(30000, 300, 5, 16);
+  double t20 = cm.prefill_tokens_per_s(30000, 300, 20, 16);
+  double t10 = cm.prefill_tokens_per_s(30000, 300, 10, 16);
   // Paper: 1.0, ~2.58, ~2.92, ~3.01 at batch 1, 5, 10, 20; the fitted fixed cost gives the shape.
   EXPECT_NEAR(t5 / t1, 2.58, 0.35);
   EXPECT_NEAR(t10 / t1, 2.92, 0.35);

@@ -240,7 +240,7 @@ void ClusterSim::build() {
   int typical_batch = std::max(1, static_cast<int>(cfg_.quota_s / std::max(per_req_attn, 1e-9)));
   double tps = cost_.prefill_tokens_per_s(static_cast<int64_t>(mean_ctx),
                                           std::max<int64_t>(1, static_cast<int64_t>(mean_new)),
-                                          typical_batch);
+                                          typical_batch, static_cast<int>(pe_groups_[0].count));
   pe_params_.beta_tokens = static_cast<int64_t>(tps * cfg_.beta_compute_s);
   pe_params_.alpha_tokens = static_cast<int64_t>(
       snic_rate() * cfg_.alpha_read_s / static_cast<double>(cfg_.model.stored_bytes_per_token()));
