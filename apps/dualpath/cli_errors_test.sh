@@ -43,6 +43,8 @@ expect_error "cluster.prefill_nodes" bench live --config "$tmp/typo.toml" --mode
 expect_error "think_time" bench live --config "$tmp/think.toml" --mode full
 expect_error "hit-tokens" bench overlap --hit-tokens 100
 expect_error "unknown mode 'busy'" bench transport --modes busy --transports sm
+expect_error "median" bench transport --statistic mean --transports sm
+expect_error "12X" bench transport --bytes-per-case 12X --transports sm
 expect_error "linear_mfu" paper --linear-mfu 2 --figures fig9 --no-plots --out "$tmp/paper"
-[ "$fail" -eq 0 ] && echo "19 passed, 0 failed"
+[ "$fail" -eq 0 ] && echo "21 passed, 0 failed"
 exit "$fail"

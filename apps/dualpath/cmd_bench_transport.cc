@@ -42,7 +42,7 @@ void setup(CLI::App& parent, int& exit_code) {
   auto peer = std::make_shared<PeerOptions>();
   auto json_path = std::make_shared<std::string>();
   auto sizes = std::make_shared<std::vector<std::string>>();
-  auto bytes_per_case = std::make_shared<std::string>("128M");
+  auto bytes_per_case = std::make_shared<std::string>("auto");
   auto no_perftest = std::make_shared<bool>(false);
   auto no_isolation = std::make_shared<bool>(false);
   auto no_perftest_err = std::make_shared<bool>(false);
@@ -53,7 +53,7 @@ void setup(CLI::App& parent, int& exit_code) {
       "ucx_perftest (ucp_put_bw, ucp_get, ucp_am_bw) on the same transport, operation and size\n"
       "in the same run, and the isolation experiment: model-class message round trips alone and\n"
       "under a saturating KV-class stream. A peer process is started for each transport.\n"
-      "Bandwidth in Gb/s (1e9 bits/s), best of --repeats for both tools, interleaved.\n"
+      "Bandwidth in Gb/s (1e9 bits/s), the median of --repeats runs of both tools, interleaved.\n"
       "Our side runs twice: 'polled' (progress threads poll, as ucx_perftest's busy-poll: the\n"
       "ratio column) and 'event' (threads sleep on the UCX event fd: the default on shared\n"
       "cores). The reference is ucx_perftest in our endpoints' mode: -e (peer error handling)\n"
@@ -65,9 +65,15 @@ void setup(CLI::App& parent, int& exit_code) {
       ->delimiter(',');
   cmd->add_option("--ops", opt->ops, "put, get, am (default all three)")->delimiter(',');
   cmd->add_option("--sizes", *sizes, "Message sizes (default 64K,256K,1M,4M,16M)")->delimiter(',');
-  cmd->add_option("--bytes-per-case", *bytes_per_case,
-                  "Bytes moved per measurement (default 128M; iterations = bytes / size)");
-  cmd->add_option("--repeats", opt->repeats, "Runs per tool and case; the best counts (default 5)");
+  cmd->add_option(
+      "--bytes-per-case", *bytes_per_case,
+      "Bytes moved per measurement, iterations = bytes / size within [8, 16384] (default "
+      "auto: 1G on sm, 128M on tcp, ~0.1 s each; shorter runs are mostly noise)");
+  cmd->add_option("--repeats", opt->repeats, "Runs per tool and case, interleaved (default 5)");
+  cmd->add_option("--statistic", opt->statistic,
+                  "Which run of each tool counts: median (default) or best (the fastest: one "
+                  "quiet window then decides a cell)")
+      ->check(CLI::IsMember({"median", "best"}));
   cmd->add_option("--perftest", opt->perftest_program, "The ucx_perftest binary");
   cmd->add_flag("--no-perftest", *no_perftest, "Skip ucx_perftest (ratios are then 0)");
   cmd->add_flag("--no-perftest-error-handling", *no_perftest_err,
@@ -79,8 +85,9 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--isolation-probes", opt->isolation_probes,
                   "Model-class round trips per phase (default 2000)");
   cmd->add_flag("--no-isolation", *no_isolation, "Skip the isolation experiment");
-  cmd->add_flag("--no-isolation-control", [opt](int64_t) { opt->isolation_control = false; },
-                "Skip the isolation control (probes beside a plain copy loop, no UCX)");
+  cmd->add_flag(
+      "--no-isolation-control", [opt](int64_t) { opt->isolation_control = false; },
+      "Skip the isolation control (probes beside a plain copy loop, no UCX)");
   cmd->add_option("--chunk-bytes", opt->traffic.chunk_bytes,
                   "Traffic manager: largest piece handed to UCX (default 1048576)");
   cmd->add_option("--max-inflight-bytes", opt->traffic.max_inflight_bytes,
@@ -128,12 +135,14 @@ void setup(CLI::App& parent, int& exit_code) {
         opt->sizes.push_back(*bytes);
       }
     }
-    auto total = parse_size(*bytes_per_case);
-    if (!total.is_ok()) {
-      exit_code = usage_error(total.status().message());
-      return;
+    if (*bytes_per_case != "auto") {
+      auto total = parse_size(*bytes_per_case);
+      if (!total.is_ok()) {
+        exit_code = usage_error(total.status().message());
+        return;
+      }
+      opt->bytes_per_case = *total;
     }
-    opt->bytes_per_case = *total;
     opt->run_perftest = !*no_perftest;
     opt->perftest_error_handling = !*no_perftest_err;
     if (*no_isolation) opt->isolation_transports.clear();

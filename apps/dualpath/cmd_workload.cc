@@ -53,6 +53,9 @@ void print_common(const DatasetStats& st, int64_t max_len_tokens) {
   std::printf("%-28s %lld\n", "trajectories", static_cast<long long>(st.trajectories));
   std::printf("%-28s %lld\n", "turns (all trajectories)", static_cast<long long>(st.turns_total));
   std::printf("%-28s %.1f\n", "turns per trajectory", st.turns_mean);
+  std::printf("%-28s %lld / %lld / %lld\n", "  p50 / p90 / max",
+              static_cast<long long>(st.turns_p50), static_cast<long long>(st.turns_p90),
+              static_cast<long long>(st.max_turns));
   std::printf("%-28s %.0f\n", "prompt tokens per turn", st.prompt_per_turn_mean);
   std::printf("%-28s %.1f\n", "append tokens per turn", st.append_per_turn_mean);
   std::printf("%-28s %.1f\n", "gen tokens per turn", st.gen_per_turn_mean);
@@ -68,6 +71,9 @@ nlohmann::json stats_json(const DatasetStats& st) {
   return {{"trajectories", st.trajectories},
           {"turns_total", st.turns_total},
           {"turns_mean", st.turns_mean},
+          {"turns_p50", st.turns_p50},
+          {"turns_p90", st.turns_p90},
+          {"max_turns", st.max_turns},
           {"append_mean", st.append_mean},
           {"gen_mean", st.gen_mean},
           {"total_mean", st.total_mean},

@@ -36,6 +36,11 @@ Result<TransportSpec> spec_for(const std::string& name) {
   return Status::invalid_argument(fmt::format("unknown transport '{}' (use sm or tcp)", name));
 }
 
+uint64_t bytes_per_case(const TransportBenchOptions& o, const std::string& transport) {
+  if (o.bytes_per_case != 0) return o.bytes_per_case;
+  return transport == "sm" ? kAutoBytesPerCaseSm : kAutoBytesPerCaseTcp;
+}
+
 double gbps(uint64_t bytes, Duration elapsed) {
   return bytes_per_s_to_gbps(static_cast<double>(bytes) / to_seconds(elapsed));
 }
@@ -232,7 +237,8 @@ class Session {
 };
 
 // One case: per repeat, our polled and event modes (where open) and ucx_perftest (plain, and
-// with -e where our endpoints use peer error handling), interleaved; the best of each counts.
+// with -e where our endpoints use peer error handling), interleaved; each tool's median run
+// (or best, --statistic best) counts.
 Result<BenchCase> run_case(Session* polled,
                            Session* event,
                            const TransportBenchOptions& options,
@@ -243,7 +249,7 @@ Result<BenchCase> run_case(Session* polled,
   c.transport = transport;
   c.op = op;
   c.message_bytes = size;
-  c.iterations = std::clamp<uint64_t>(options.bytes_per_case / size, 8, 4096);
+  c.iterations = std::clamp<uint64_t>(bytes_per_case(options, transport) / size, 8, 16384);
   c.dualpath_mode = polled ? "polled" : "event";
   Session& any = polled ? *polled : *event;
   uint64_t warmup = std::max<uint64_t>(2, c.iterations / 10);
@@ -258,32 +264,35 @@ Result<BenchCase> run_case(Session* polled,
   quiesce();
   static const std::map<std::string, std::string> kPerftestName = {
       {"put", "ucp_put_bw"}, {"get", "ucp_get"}, {"am", "ucp_am_bw"}};
-  // Each tool's best run counts (interference only slows a run down).
-  auto keep_if_faster = [](double g, double us, double& best_gbps, double& best_us) {
-    if (g > best_gbps) {
-      best_gbps = g;
-      best_us = us;
+  // Every run of each tool is kept; the reported figure is the median run (or the best with
+  // --statistic best), each tool's runs interleaved with the other's.
+  struct Runs {
+    std::vector<std::pair<double, double>> v;  // (Gb/s, us per message)
+    void report(bool best, double& gbps_out, double& us_out) {
+      if (v.empty()) return;
+      std::sort(v.begin(), v.end());
+      const auto& r = best ? v.back() : v[v.size() / 2];
+      gbps_out = r.first;
+      us_out = r.second;
     }
   };
-  auto keep_best = [&](Session* s, double& best_gbps, double& best_us) -> Status {
+  Runs ours_polled, ours_event, perftest_plain, perftest_err;
+  auto run_ours = [&](Session* s, Runs& runs) -> Status {
     if (!s) return Status::ok();
     DP_ASSIGN_OR_RETURN(Duration elapsed, s->measure(op, size, c.iterations));
-    keep_if_faster(gbps(size * c.iterations, elapsed),
-                   to_seconds(elapsed) * 1e6 / static_cast<double>(c.iterations), best_gbps,
-                   best_us);
+    runs.v.emplace_back(gbps(size * c.iterations, elapsed),
+                        to_seconds(elapsed) * 1e6 / static_cast<double>(c.iterations));
     return Status::ok();
   };
-  auto keep_best_perftest = [&](const PerftestRun& pr, double& best_gbps,
-                                double& best_us) -> Status {
+  auto run_reference = [&](const PerftestRun& pr, Runs& runs) -> Status {
     DP_ASSIGN_OR_RETURN(PerftestResult pf, run_perftest(pr));
-    keep_if_faster(bytes_per_s_to_gbps(pf.bandwidth_bytes_per_s), pf.latency_us, best_gbps,
-                   best_us);
+    runs.v.emplace_back(bytes_per_s_to_gbps(pf.bandwidth_bytes_per_s), pf.latency_us);
     return Status::ok();
   };
   for (int r = 0; r < std::max(1, options.repeats); ++r) {
-    DP_RETURN_IF_ERROR(keep_best(polled, c.dualpath_gbps, c.dualpath_us_per_message));
+    DP_RETURN_IF_ERROR(run_ours(polled, ours_polled));
     quiesce();
-    DP_RETURN_IF_ERROR(keep_best(event, c.dualpath_event_gbps, c.dualpath_event_us_per_message));
+    DP_RETURN_IF_ERROR(run_ours(event, ours_event));
     if (!options.run_perftest) continue;
     PerftestRun pr;
     pr.perftest = options.perftest_program;
@@ -293,12 +302,16 @@ Result<BenchCase> run_case(Session* polled,
     pr.message_bytes = size;
     pr.iterations = c.iterations;
     pr.warmup_iterations = warmup;
-    DP_RETURN_IF_ERROR(keep_best_perftest(pr, c.perftest_gbps, c.perftest_us_per_message));
+    DP_RETURN_IF_ERROR(run_reference(pr, perftest_plain));
     if (!options.perftest_error_handling || !any.peer_error_handling()) continue;
     pr.peer_error_handling = true;
-    DP_RETURN_IF_ERROR(
-        keep_best_perftest(pr, c.perftest_err_gbps, c.perftest_err_us_per_message));
+    DP_RETURN_IF_ERROR(run_reference(pr, perftest_err));
   }
+  const bool best = options.statistic == "best";
+  ours_polled.report(best, c.dualpath_gbps, c.dualpath_us_per_message);
+  ours_event.report(best, c.dualpath_event_gbps, c.dualpath_event_us_per_message);
+  perftest_plain.report(best, c.perftest_gbps, c.perftest_us_per_message);
+  perftest_err.report(best, c.perftest_err_gbps, c.perftest_err_us_per_message);
   if (!polled) {
     c.dualpath_gbps = c.dualpath_event_gbps;
     c.dualpath_us_per_message = c.dualpath_event_us_per_message;
@@ -457,12 +470,15 @@ std::string isolation_line(const IsolationResult& r) {
         r.idle_p99_us > 0 ? r.control_p99_us / r.idle_p99_us : 0.0);
   }
   return fmt::format(
-      "isolation {:<4} {:<6} probes={} idle p50={:.1f} us p99={:.1f} us | under KV load p50={:.1f} us "
-      "p99={:.1f} us (p99 x{:.2f}) | same probes sent as KV class: p50={:.1f} us p99={:.1f} us | "
-      "KV stream {:.1f} Gb/s alone, {:.1f} Gb/s with probes",
-      r.transport, r.mode, r.probes, r.idle_p50_us, r.idle_p99_us, r.loaded_p50_us, r.loaded_p99_us,
-      r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0.0, r.loaded_as_kv_p50_us,
-      r.loaded_as_kv_p99_us, r.kv_gbps_alone, r.kv_gbps_during_load) + control;
+             "isolation {:<4} {:<6} probes={} idle p50={:.1f} us p99={:.1f} us | under KV load "
+             "p50={:.1f} us "
+             "p99={:.1f} us (p99 x{:.2f}) | same probes sent as KV class: p50={:.1f} us p99={:.1f} "
+             "us | "
+             "KV stream {:.1f} Gb/s alone, {:.1f} Gb/s with probes",
+             r.transport, r.mode, r.probes, r.idle_p50_us, r.idle_p99_us, r.loaded_p50_us,
+             r.loaded_p99_us, r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0.0,
+             r.loaded_as_kv_p50_us, r.loaded_as_kv_p99_us, r.kv_gbps_alone, r.kv_gbps_during_load) +
+         control;
 }
 
 }  // namespace
@@ -500,14 +516,15 @@ Result<TransportBenchReport> run_transport_bench(
       std::find(options.modes.begin(), options.modes.end(), "polled") != options.modes.end();
   const bool want_event =
       std::find(options.modes.begin(), options.modes.end(), "event") != options.modes.end();
-  progress("dualpath: our transport with its progress threads polling, as ucx_perftest's do "
-           "(polled), and sleeping on the event fd (event, the default); reference: ucx_perftest "
-           "in our endpoints' error-handling mode");
+  progress(
+      "dualpath: our transport with its progress threads polling, as ucx_perftest's do "
+      "(polled), and sleeping on the event fd (event, the default); reference: ucx_perftest "
+      "in our endpoints' error-handling mode");
   progress(fmt::format("{:<4} {:<4} {:>8} {:>6} {:>10} {:>10} {:>6} {:>10} {:>6} {:>9} {:>9} {:>9}",
                        "tl", "op", "message", "iters", "dualpath", "reference", "ratio", "event",
                        "ratio", "us/msg", "event", "ref"));
-  progress(fmt::format("{:<4} {:<4} {:>8} {:>6} {:>10} {:>10} {:>6} {:>10}", "", "", "", "",
-                       "Gb/s", "Gb/s", "", "Gb/s"));
+  progress(fmt::format("{:<4} {:<4} {:>8} {:>6} {:>10} {:>10} {:>6} {:>10}", "", "", "", "", "Gb/s",
+                       "Gb/s", "", "Gb/s"));
   for (const auto& transport : transports) {
     std::unique_ptr<Session> polled, event;
     if (want_polled) {
@@ -533,7 +550,8 @@ Result<TransportBenchReport> run_transport_bench(
     if (std::find(options.isolation_transports.begin(), options.isolation_transports.end(),
                   transport) != options.isolation_transports.end()) {
       // The event mode first: the default, and what `isolation` in the JSON reports.
-      for (auto [session, mode] : {std::pair{event.get(), "event"}, std::pair{polled.get(), "polled"}}) {
+      for (auto [session, mode] :
+           {std::pair{event.get(), "event"}, std::pair{polled.get(), "polled"}}) {
         if (!session) continue;
         auto r = run_isolation(*session, options, transport, mode);
         if (!r.is_ok()) return r.status().with_context("isolation over " + transport + " " + mode);
@@ -555,9 +573,13 @@ std::string format_transport_report(const TransportBenchReport& report) {
 nlohmann::json transport_report_json(const TransportBenchReport& report) {
   nlohmann::json j;
   const auto& o = report.options;
-  j["setup"] = {{"bytes_per_case", o.bytes_per_case},
+  j["setup"] = {{"bytes_per_case", o.bytes_per_case},  // 0: per transport (bytes_per_case_*)
+                {"bytes_per_case_sm", bytes_per_case(o, "sm")},
+                {"bytes_per_case_tcp", bytes_per_case(o, "tcp")},
                 {"repeats", o.repeats},
-                {"statistic", "best of repeats, dualpath and ucx_perftest interleaved"},
+                {"statistic", o.statistic == "best"
+                                  ? "best of repeats, dualpath and ucx_perftest interleaved"
+                                  : "median of repeats, dualpath and ucx_perftest interleaved"},
                 {"gbps_unit", "Gb/s (1e9 bits per second)"},
                 {"chunk_bytes", o.traffic.chunk_bytes},
                 {"max_inflight_bytes", o.traffic.max_inflight_bytes},
@@ -592,24 +614,24 @@ nlohmann::json transport_report_json(const TransportBenchReport& report) {
                           {"reference_us_per_message", c.reference_us_per_message()}});
   }
   auto iso = [](const IsolationResult& r) {
-    return nlohmann::json{{"transport", r.transport},
-                          {"mode", r.mode},
-                          {"probes", r.probes},
-                          {"idle_p50_us", r.idle_p50_us},
-                          {"idle_p99_us", r.idle_p99_us},
-                          {"loaded_p50_us", r.loaded_p50_us},
-                          {"loaded_p99_us", r.loaded_p99_us},
-                          {"p99_ratio", r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0},
-                          {"loaded_as_kv_probes", r.fifo_probes},
-                          {"loaded_as_kv_p50_us", r.loaded_as_kv_p50_us},
-                          {"loaded_as_kv_p99_us", r.loaded_as_kv_p99_us},
-                          {"kv_gbps_alone", r.kv_gbps_alone},
-                          {"control_p50_us", r.control_p50_us},
-                          {"control_p99_us", r.control_p99_us},
-                          {"control_p99_ratio",
-                           r.idle_p99_us > 0 ? r.control_p99_us / r.idle_p99_us : 0},
-                          {"control_copy_gbps", r.control_copy_gbps},
-                          {"kv_gbps_during_load", r.kv_gbps_during_load}};
+    return nlohmann::json{
+        {"transport", r.transport},
+        {"mode", r.mode},
+        {"probes", r.probes},
+        {"idle_p50_us", r.idle_p50_us},
+        {"idle_p99_us", r.idle_p99_us},
+        {"loaded_p50_us", r.loaded_p50_us},
+        {"loaded_p99_us", r.loaded_p99_us},
+        {"p99_ratio", r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0},
+        {"loaded_as_kv_probes", r.fifo_probes},
+        {"loaded_as_kv_p50_us", r.loaded_as_kv_p50_us},
+        {"loaded_as_kv_p99_us", r.loaded_as_kv_p99_us},
+        {"kv_gbps_alone", r.kv_gbps_alone},
+        {"control_p50_us", r.control_p50_us},
+        {"control_p99_us", r.control_p99_us},
+        {"control_p99_ratio", r.idle_p99_us > 0 ? r.control_p99_us / r.idle_p99_us : 0},
+        {"control_copy_gbps", r.control_copy_gbps},
+        {"kv_gbps_during_load", r.kv_gbps_during_load}};
   };
   j["isolation"] = report.isolation.empty() ? nlohmann::json::object() : iso(report.isolation[0]);
   j["isolation_by_transport"] = nlohmann::json::array();

@@ -16,15 +16,23 @@
 
 namespace dualpath::transport {
 
+inline constexpr uint64_t kAutoBytesPerCaseSm = 1ull << 30;
+inline constexpr uint64_t kAutoBytesPerCaseTcp = 128ull << 20;
+
 struct TransportBenchOptions {
   std::vector<std::string> transports{"sm", "tcp"};  // sm: UCX_TLS=sm,self; tcp: tcp,self on lo
   std::vector<std::string> ops{"put", "get", "am"};
   std::vector<uint64_t> sizes{64u << 10, 256u << 10, 1u << 20, 4u << 20, 16u << 20};
-  // Bytes moved per measurement (iterations = bytes / size, clamped to [8, 4096]).
-  uint64_t bytes_per_case = 128u << 20;
-  // Each measurement runs `repeats` times for both tools, interleaved; the best run of each is
-  // reported (the machine is shared, and interference only ever slows a run down).
+  // Bytes moved per measurement (iterations = bytes / size, clamped to [8, 16384]). 0 (the
+  // default) picks per transport so one measurement lasts ~0.1 s: kAutoBytesPerCaseSm on sm
+  // (10-50 GB/s here), kAutoBytesPerCaseTcp on tcp (1-6 GB/s). Shorter runs are mostly noise on
+  // shared cores: 128 MiB on sm is ~10 ms, and one preemption then costs a cell 10-20 %.
+  uint64_t bytes_per_case = 0;
+  // Each measurement runs `repeats` times for both tools, interleaved; each tool's median run is
+  // reported ("median"), or its best ("best": interference only ever slows a run down, but one
+  // lucky quiet window then decides a cell).
   int repeats = 5;
+  std::string statistic = "median";
   bool run_perftest = true;
   // Where our endpoints use peer error handling (tcp; docs/transport.md "Failure model"), also
   // run ucx_perftest with it (-e): UCX 1.13 then moves rendezvous data through bounce buffers,
@@ -69,8 +77,8 @@ struct BenchCase {
   // (like ucx_perftest) when it ran, else the event mode.
   double dualpath_gbps = 0;
   double dualpath_us_per_message = 0;
-  std::string dualpath_mode;        // "polled" or "event": what dualpath_gbps measured
-  double dualpath_event_gbps = 0;   // the event mode (default); 0 when it did not run
+  std::string dualpath_mode;       // "polled" or "event": what dualpath_gbps measured
+  double dualpath_event_gbps = 0;  // the event mode (default); 0 when it did not run
   double dualpath_event_us_per_message = 0;
   double perftest_gbps = 0;  // plain ucx_perftest; 0 when it did not run
   double perftest_us_per_message = 0;
@@ -79,7 +87,9 @@ struct BenchCase {
   double perftest_err_us_per_message = 0;
   // The like-for-like reference: ucx_perftest in our endpoints' error-handling mode (-e where
   // we use peer error handling, i.e. tcp), else plain ucx_perftest.
-  double reference_gbps() const { return perftest_err_gbps > 0 ? perftest_err_gbps : perftest_gbps; }
+  double reference_gbps() const {
+    return perftest_err_gbps > 0 ? perftest_err_gbps : perftest_gbps;
+  }
   const char* reference_name() const { return perftest_err_gbps > 0 ? "perftest -e" : "perftest"; }
   double reference_us_per_message() const {
     return perftest_err_gbps > 0 ? perftest_err_us_per_message : perftest_us_per_message;

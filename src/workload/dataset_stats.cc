@@ -1,6 +1,8 @@
 #include "workload/dataset_stats.h"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "workload/shape.h"
 
@@ -10,6 +12,8 @@ DatasetStats stats(const Dataset& ds) {
   DatasetStats st;
   double sum_append = 0, sum_gen = 0, sum_prompt = 0, sum_context = 0, sum_think = 0;
   double sum_traj_append = 0, sum_traj_gen = 0, sum_total = 0;
+  std::vector<int64_t> turns;
+  turns.reserve(ds.trajectories.size());
   for (const Trajectory& tr : ds.trajectories) {
     if (tr.turns.empty()) continue;
     ++st.trajectories;
@@ -29,6 +33,7 @@ DatasetStats stats(const Dataset& ds) {
     }
     const auto n = static_cast<double>(shapes.size());
     st.turns_total += static_cast<int64_t>(shapes.size());
+    turns.push_back(static_cast<int64_t>(shapes.size()));
     sum_append += t_append;
     sum_gen += t_gen;
     sum_traj_append += t_append / n;
@@ -50,6 +55,15 @@ DatasetStats stats(const Dataset& ds) {
   st.prompt_per_turn_mean = sum_prompt / nturns;
   st.hit_rate = sum_prompt > 0 ? 1.0 - sum_append / sum_prompt : 0.0;
   st.think_time_mean_s = sum_think / nturns;
+  std::sort(turns.begin(), turns.end());
+  // Nearest-rank percentiles.
+  auto rank = [&](double q) {
+    const auto k = static_cast<size_t>(std::ceil(q * static_cast<double>(turns.size())));
+    return turns[std::clamp<size_t>(k, 1, turns.size()) - 1];
+  };
+  st.turns_p50 = rank(0.5);
+  st.turns_p90 = rank(0.9);
+  st.max_turns = turns.back();
   return st;
 }
 

@@ -27,6 +27,11 @@ struct DatasetStats {
   double think_time_mean_s = 0;     // mean recorded think time per turn
   int64_t max_total_tokens = 0;     // longest final length
   int64_t max_prompt_tokens = 0;    // longest prompt
+  // Turn counts per trajectory: an agent's turns run one after another, so the longest chain
+  // bounds an offline run's JCT from below (turns x (TTFT + gen x TPOT)).
+  int64_t turns_p50 = 0;
+  int64_t turns_p90 = 0;
+  int64_t max_turns = 0;
 };
 
 // Statistics of `ds` under the replay semantics of shape() (keep_tokens honoured).

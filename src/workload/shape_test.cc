@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "workload/dataset_stats.h"
 
 namespace dualpath::workload {
@@ -55,6 +57,21 @@ TEST(DatasetStatsTest, DefinitionsOnAHandMadeDataset) {
   EXPECT_DOUBLE_EQ(st.hit_rate, 1.0 - 1120.0 / (100 + 130 + 1000));
   EXPECT_EQ(st.max_prompt_tokens, 1000);
   EXPECT_EQ(st.max_total_tokens, 1002);
+}
+
+TEST(DatasetStatsTest, TurnCountPercentilesAreNearestRank) {
+  Dataset ds;
+  for (int n = 10; n >= 1; --n) {  // trajectories of 10, 9, ..., 1 turns, not in order
+    Trajectory tr;
+    tr.id = std::to_string(n);
+    tr.turns.assign(static_cast<size_t>(n), turn(5, 1));
+    ds.trajectories.push_back(tr);
+  }
+  ds.trajectories.push_back(Trajectory{"empty", {}});  // skipped, as by every other statistic
+  const DatasetStats st = stats(ds);
+  EXPECT_EQ(st.turns_p50, 5);
+  EXPECT_EQ(st.turns_p90, 9);
+  EXPECT_EQ(st.max_turns, 10);
 }
 
 }  // namespace
