@@ -173,6 +173,10 @@ class ClusterSim {
   double compute_floor_work_s_ = 0;
   int64_t passes_ = 0, transfer_bound_passes_ = 0;
   double pass_new_tokens_ = 0;
+  // Per engine and pass with work: requests ready in its FIFO, requests batched, and whether the
+  // compute quota (not the FIFO) ended the batch.
+  int64_t engine_passes_ = 0, quota_bound_engine_passes_ = 0;
+  double ready_requests_ = 0, batched_requests_ = 0;
   std::vector<double> prompt_by_bucket_;
 };
 
@@ -235,8 +239,8 @@ void ClusterSim::build() {
     mean_ctx /= n;
     mean_new /= n;
   }
-  double per_req_attn = cost_.attention_s({static_cast<int64_t>(mean_ctx),
-                                           std::max<int64_t>(1, static_cast<int64_t>(mean_new))});
+  double per_req_attn = cost_.attention_s(
+      {static_cast<int64_t>(mean_ctx), std::max<int64_t>(1, static_cast<int64_t>(mean_new))});
   int typical_batch = std::max(1, static_cast<int>(cfg_.quota_s / std::max(per_req_attn, 1e-9)));
   double tps = cost_.prefill_tokens_per_s(static_cast<int64_t>(mean_ctx),
                                           std::max<int64_t>(1, static_cast<int64_t>(mean_new)),
@@ -279,8 +283,8 @@ void ClusterSim::on_arrive(uint32_t a) {
   prompt_tokens_ += static_cast<double>(r.prompt);
   hit_tokens_ += static_cast<double>(r.hit);
   // The compute floor: this turn's prefill at the best batching (no fixed pass cost).
-  compute_floor_work_s_ += cost_.attention_s({r.hit, r.new_left}) +
-                           cost_.linear_s(static_cast<double>(r.new_left));
+  compute_floor_work_s_ +=
+      cost_.attention_s({r.hit, r.new_left}) + cost_.linear_s(static_cast<double>(r.new_left));
 
   if (scheduled()) {
     pe_queue_.push_back({static_cast<int64_t>(a), r.prompt, r.hbm_need});
@@ -346,7 +350,8 @@ void ClusterSim::on_tick() {
   if (!de_queue_.empty()) {
     std::vector<int64_t> sums(de_groups_.size(), 0);
     for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
-      for (uint32_t i = 0; i < de_groups_[gi].count; ++i) sums[gi] += des_[de_groups_[gi].first + i].tok;
+      for (uint32_t i = 0; i < de_groups_[gi].count; ++i)
+        sums[gi] += des_[de_groups_[gi].first + i].tok;
       for (const auto& r : de_groups_[gi].queue) sums[gi] += r.tokens;
     }
     while (!de_queue_.empty()) {
@@ -368,8 +373,7 @@ void ClusterSim::on_tick() {
       const DeEngine& e = des_[grp.first + i];
       loads[i] = {e.seq, e.tok, e.hbm_free};
     }
-    for (const auto& as :
-         sched::schedule_de(grp.queue, loads, {.z_factor = cfg_.z_factor})) {
+    for (const auto& as : sched::schedule_de(grp.queue, loads, {.z_factor = cfg_.z_factor})) {
       auto a = static_cast<uint32_t>(as.request_id);
       assign_de(a, grp.first + static_cast<uint32_t>(as.engine), true);
       after_assigned(a);
@@ -516,13 +520,17 @@ void ClusterSim::try_start_pass(uint32_t gi) {
       }
       if (ready.empty()) continue;
       if (scheduled()) {
-        for (const auto& item : sched::plan_quota_batch(ready, cost_, cfg_.quota_s))
+        const auto planned = sched::plan_quota_batch(ready, cost_, cfg_.quota_s);
+        for (const auto& item : planned)
           batch.push_back({ready_agents[item.index], item.new_tokens});
+        const bool quota_bound = planned.size() < ready.size() ||
+                                 planned.back().new_tokens < ready[planned.back().index].new_tokens;
+        quota_bound_engine_passes_ += quota_bound ? 1 : 0;
       } else if (cfg_.mode == Mode::kBasic) {
         // Without layerwise prefill every layer's KV of the batch sits in HBM at once.
         for (const auto& item : sched::plan_capacity_batch(
-                 ready, static_cast<double>(cfg_.model.stored_bytes_per_token()),
-                 pe_hbm_budget_, static_cast<size_t>(cfg_.max_batch_requests)))
+                 ready, static_cast<double>(cfg_.model.stored_bytes_per_token()), pe_hbm_budget_,
+                 static_cast<size_t>(cfg_.max_batch_requests)))
           batch.push_back({ready_agents[item.index], item.new_tokens});
       } else {
         for (size_t k = 0; k < ready.size(); ++k)
@@ -531,6 +539,9 @@ void ClusterSim::try_start_pass(uint32_t gi) {
     }
     if (batch.empty()) continue;
     any = true;
+    engine_passes_ += 1;
+    batched_requests_ += static_cast<double>(batch.size());
+    for (uint32_t a : e.fifo) ready_requests_ += reqs_[a].read_done ? 1.0 : 0.0;
     double attn = 0, news = 0, in_bytes = 0, out_bytes = 0;
     for (const auto& it : batch) {
       const Req& r = reqs_[it.agent];
@@ -547,15 +558,17 @@ void ClusterSim::try_start_pass(uint32_t gi) {
     if (cfg_.mode == Mode::kBasic) {
       // The whole KV is copied DRAM -> HBM before the pass can start: not overlapped.
       double h2d = 0;
-      for (const auto& it : batch) h2d += reqs_[it.agent].streamed_hit ? 0 : reqs_[it.agent].hit_bytes;
+      for (const auto& it : batch)
+        h2d += reqs_[it.agent].streamed_hit ? 0 : reqs_[it.agent].hit_bytes;
       max_h2d = std::max(max_h2d, h2d / cfg_.hw.cnic_bytes_per_s);
     }
     if (layerwise() && !oracle()) {
       // KV shares the CNIC with the high-priority EP traffic of the same pass (PAPER.md §7):
       // it gets what the model class leaves, never less than the floor.
-      double compute_guess = cost_.group_pass_s(attn, news * grp.count, static_cast<int>(grp.count));
-      double model_bytes = news * static_cast<double>(cfg_.model.ep_bytes_per_token_per_layer) *
-                           cfg_.model.layers;
+      double compute_guess =
+          cost_.group_pass_s(attn, news * grp.count, static_cast<int>(grp.count));
+      double model_bytes =
+          news * static_cast<double>(cfg_.model.ep_bytes_per_token_per_layer) * cfg_.model.layers;
       double model_share = model_bytes / (cfg_.hw.cnic_bytes_per_s * std::max(compute_guess, 1e-9));
       double kv_rate = cfg_.hw.cnic_bytes_per_s * std::max(cfg_.kv_class_floor, 1.0 - model_share);
       max_xfer = std::max(max_xfer, std::max(in_bytes, out_bytes) / kv_rate);
@@ -565,8 +578,8 @@ void ClusterSim::try_start_pass(uint32_t gi) {
   double compute = cost_.group_pass_s(max_attn, total_new, static_cast<int>(grp.count));
   // Layer l+1's KV is in flight while layer l computes: the pass takes the longer of the two
   // streams plus one layer of pipeline fill.
-  double t = std::max(compute, max_xfer) + std::min(compute, max_xfer) / cfg_.model.layers +
-             max_h2d;
+  double t =
+      std::max(compute, max_xfer) + std::min(compute, max_xfer) / cfg_.model.layers + max_h2d;
   passes_ += 1;
   pass_new_tokens_ += total_new;
   if (max_xfer > compute) transfer_bound_passes_ += 1;
@@ -759,14 +772,29 @@ Result<SimResult> ClusterSim::run() {
     Event ev = events_.pop();
     now_ = ev.t;
     switch (ev.kind) {
-      case kArrive: on_arrive(ev.a); break;
-      case kTick: on_tick(); break;
-      case kReadDone: on_read_done(ev.a, ev.b); break;
-      case kWriteDone: on_write_done(ev.a, ev.b); break;
-      case kPassDone: on_pass_done(ev.a); break;
-      case kDecodeStart: on_decode_start(ev.a); break;
-      case kDecodeDone: on_decode_done(ev.a, ev.b); break;
-      default: return Status::internal(fmt::format("unknown event kind {}", ev.kind));
+      case kArrive:
+        on_arrive(ev.a);
+        break;
+      case kTick:
+        on_tick();
+        break;
+      case kReadDone:
+        on_read_done(ev.a, ev.b);
+        break;
+      case kWriteDone:
+        on_write_done(ev.a, ev.b);
+        break;
+      case kPassDone:
+        on_pass_done(ev.a);
+        break;
+      case kDecodeStart:
+        on_decode_start(ev.a);
+        break;
+      case kDecodeDone:
+        on_decode_done(ev.a, ev.b);
+        break;
+      default:
+        return Status::internal(fmt::format("unknown event kind {}", ev.kind));
     }
     if (opt_.progress && (events_.popped() & 0xffff) == 0) {
       auto t = std::chrono::steady_clock::now();
@@ -817,6 +845,12 @@ SimResult ClusterSim::collect(double wall_s) {
   res.prefill_passes = passes_;
   res.new_tokens_per_pass = passes_ > 0 ? pass_new_tokens_ / static_cast<double>(passes_) : 0;
   res.transfer_bound_passes = transfer_bound_passes_;
+  if (engine_passes_ > 0) {
+    const auto n = static_cast<double>(engine_passes_);
+    res.ready_requests_per_engine_pass = ready_requests_ / n;
+    res.batched_requests_per_engine_pass = batched_requests_ / n;
+    res.quota_bound_fraction = static_cast<double>(quota_bound_engine_passes_) / n;
+  }
   res.wall_s = wall_s;
 
   // Floors: storage bytes over the usable storage bandwidth of the nodes allowed to read, and
@@ -868,7 +902,8 @@ SimResult ClusterSim::collect(double wall_s) {
 
 }  // namespace
 
-Result<SimResult> simulate(const SimConfig& cfg, const std::vector<AgentPlan>& agents,
+Result<SimResult> simulate(const SimConfig& cfg,
+                           const std::vector<AgentPlan>& agents,
                            const SimOptions& options) {
   DP_RETURN_IF_ERROR(cfg.validate());
   if (agents.empty()) return Status::invalid_argument("no agents to simulate; use --agents N >= 1");

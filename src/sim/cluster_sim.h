@@ -26,7 +26,7 @@
 namespace dualpath::sim {
 
 struct AgentPlan {
-  double start_s = 0;                     // when the agent's first turn is sent
+  double start_s = 0;                      // when the agent's first turn is sent
   std::vector<workload::TurnShape> turns;  // including the synthetic first round
   std::vector<double> think_s;             // delay before each turn (empty: none)
 };
@@ -69,12 +69,19 @@ struct SimResult {
   int64_t pe_path_turns = 0, de_path_turns = 0;
   double snic_read_max_over_avg = 0;
   double hit_tokens = 0;
-  double io_floor_s = 0;       // storage_read_bytes / usable storage bandwidth
-  double compute_floor_s = 0;  // prefill work at the best batch efficiency / PE GPUs
-  double pe_busy_fraction = 0;  // mean fraction of time PE groups spend in forward passes
-  int64_t prefill_passes = 0;          // forward passes of PE groups
-  double new_tokens_per_pass = 0;      // per EP group, mean
-  int64_t transfer_bound_passes = 0;   // passes whose KV streaming outlasted the compute
+  double io_floor_s = 0;              // storage_read_bytes / usable storage bandwidth
+  double compute_floor_s = 0;         // prefill work at the best batch efficiency / PE GPUs
+  double pe_busy_fraction = 0;        // mean fraction of time PE groups spend in forward passes
+  int64_t prefill_passes = 0;         // forward passes of PE groups
+  double new_tokens_per_pass = 0;     // per EP group, mean
+  int64_t transfer_bound_passes = 0;  // passes whose KV streaming outlasted the compute
+  // Per PE engine (GPU) and pass it worked in, means: requests whose KV was ready in its FIFO,
+  // requests it batched, and the fraction of its batches the compute quota cut (DualPath and
+  // Oracle; 0 elsewhere). A low quota-bound fraction with few ready requests means the pass
+  // started before more work arrived: the fixed pass cost is then poorly amortised.
+  double ready_requests_per_engine_pass = 0;
+  double batched_requests_per_engine_pass = 0;
+  double quota_bound_fraction = 0;
   uint64_t sim_events = 0;
   double wall_s = 0;
   std::vector<TimePoint> timeseries;
@@ -86,7 +93,8 @@ struct SimOptions {
   double progress_interval_s = 2.0;
 };
 
-Result<SimResult> simulate(const SimConfig& cfg, const std::vector<AgentPlan>& agents,
+Result<SimResult> simulate(const SimConfig& cfg,
+                           const std::vector<AgentPlan>& agents,
                            const SimOptions& options = {});
 
 }  // namespace dualpath::sim

@@ -22,7 +22,8 @@ double expected_hit_bytes(const SimConfig& cfg, const std::vector<AgentPlan>& ag
   double bytes = 0;
   for (const auto& a : agents) {
     for (const auto& t : a.turns) {
-      int64_t hit = std::min(t.context_tokens, t.prompt_tokens) / cfg.block_tokens * cfg.block_tokens;
+      int64_t hit =
+          std::min(t.context_tokens, t.prompt_tokens) / cfg.block_tokens * cfg.block_tokens;
       bytes += static_cast<double>(hit) * static_cast<double>(cfg.model.stored_bytes_per_token());
     }
   }
@@ -74,6 +75,26 @@ TEST(ClusterSim, OracleMovesNoKvBytes) {
   auto r = *run_experiment(small(Mode::kOracle));
   EXPECT_EQ(r.storage_read_bytes, 0);
   EXPECT_EQ(r.hops.de_h2d + r.hops.pd_transfer + r.hops.pe_h2d + r.hops.persist, 0);
+}
+
+TEST(ClusterSim, PassStatisticsSayWhetherTheQuotaOrTheQueueEndedABatch) {
+  SimConfig cfg = small(Mode::kFull);
+  auto r = *run_experiment(cfg);
+  EXPECT_GE(r.batched_requests_per_engine_pass, 1.0);
+  EXPECT_LE(r.batched_requests_per_engine_pass, r.ready_requests_per_engine_pass);
+  EXPECT_GE(r.quota_bound_fraction, 0.0);
+  EXPECT_LE(r.quota_bound_fraction, 1.0);
+  // A quota below one token's attention cuts nearly every batch (to one token: only a request
+  // with one token left then runs whole); one no batch reaches cuts none.
+  cfg.quota_s = 1e-7;
+  EXPECT_GT(run_experiment(cfg)->quota_bound_fraction, 0.99);
+  cfg.quota_s = 1e6;
+  auto unbounded = *run_experiment(cfg);
+  EXPECT_EQ(unbounded.quota_bound_fraction, 0.0);
+  EXPECT_DOUBLE_EQ(unbounded.batched_requests_per_engine_pass,
+                   unbounded.ready_requests_per_engine_pass);
+  // Basic batches by HBM capacity, never by the quota.
+  EXPECT_EQ(run_experiment(small(Mode::kBasic))->quota_bound_fraction, 0.0);
 }
 
 TEST(ClusterSim, SameSeedGivesTheSameJsonApartFromWallTime) {

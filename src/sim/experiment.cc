@@ -82,6 +82,9 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
       {"prefill_passes", r.prefill_passes},
       {"new_tokens_per_pass", r.new_tokens_per_pass},
       {"transfer_bound_passes", r.transfer_bound_passes},
+      {"ready_requests_per_engine_pass", r.ready_requests_per_engine_pass},
+      {"batched_requests_per_engine_pass", r.batched_requests_per_engine_pass},
+      {"quota_bound_fraction", r.quota_bound_fraction},
       {"sim_events", r.sim_events},
       {"wall_s", r.wall_s},
   };
@@ -131,15 +134,20 @@ std::string result_table(const SimResult& r) {
                   r.ttft_sched_mean_s, r.ttft_read_mean_s, r.ttft_prefill_mean_s,
                   r.ttft_buffer_wait_mean_s));
   row("TTST p50", fmt::format("{:.3f} s", r.ttst_p50_s));
-  row("TPOT p50 / p99", fmt::format("{:.1f} ms / {:.1f} ms", r.tpot_p50_s * 1e3, r.tpot_p99_s * 1e3));
-  row("storage read", fmt::format("{:.1f} GB (PE side {:.1f}, DE side {:.1f})",
-                                  r.storage_read_bytes / 1e9, r.hops.storage_read_pe / 1e9,
-                                  r.hops.storage_read_de / 1e9));
+  row("TPOT p50 / p99",
+      fmt::format("{:.1f} ms / {:.1f} ms", r.tpot_p50_s * 1e3, r.tpot_p99_s * 1e3));
+  row("storage read",
+      fmt::format("{:.1f} GB (PE side {:.1f}, DE side {:.1f})", r.storage_read_bytes / 1e9,
+                  r.hops.storage_read_pe / 1e9, r.hops.storage_read_de / 1e9));
   row("read paths", fmt::format("PE {} turns, DE {} turns", r.pe_path_turns, r.de_path_turns));
   row("SNIC read max/avg", fmt::format("{:.3f}", r.snic_read_max_over_avg));
   row("floors (I/O, compute)", fmt::format("{:.1f} s, {:.1f} s", r.io_floor_s, r.compute_floor_s));
-  row("PE busy", fmt::format("{:.0f} %, {} passes of {:.0f} new tokens per EP group", 100 * r.pe_busy_fraction,
-                            r.prefill_passes, r.new_tokens_per_pass));
+  row("PE busy", fmt::format("{:.0f} %, {} passes of {:.0f} new tokens per EP group",
+                             100 * r.pe_busy_fraction, r.prefill_passes, r.new_tokens_per_pass));
+  row("PE batch per GPU",
+      fmt::format("{:.1f} of {:.1f} ready requests; {:.0f} % cut by the quota",
+                  r.batched_requests_per_engine_pass, r.ready_requests_per_engine_pass,
+                  100 * r.quota_bound_fraction));
   row("simulated events", fmt::format("{} in {:.2f} s wall", r.sim_events, r.wall_s));
   return s;
 }
