@@ -469,15 +469,15 @@ std::string isolation_line(const IsolationResult& r) {
         r.control_copy_gbps, kKvWorkerNice, r.control_p50_us, r.control_p99_us,
         r.idle_p99_us > 0 ? r.control_p99_us / r.idle_p99_us : 0.0);
   }
-  return fmt::format(
-             "isolation {:<4} {:<6} probes={} idle p50={:.1f} us p99={:.1f} us | under KV load "
-             "p50={:.1f} us "
-             "p99={:.1f} us (p99 x{:.2f}) | same probes sent as KV class: p50={:.1f} us p99={:.1f} "
-             "us | "
-             "KV stream {:.1f} Gb/s alone, {:.1f} Gb/s with probes",
-             r.transport, r.mode, r.probes, r.idle_p50_us, r.idle_p99_us, r.loaded_p50_us,
-             r.loaded_p99_us, r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0.0,
-             r.loaded_as_kv_p50_us, r.loaded_as_kv_p99_us, r.kv_gbps_alone, r.kv_gbps_during_load) +
+  const double p99_ratio = r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0.0;
+  return fmt::format("isolation {:<4} {:<6} probes={} idle p50={:.1f} us p99={:.1f} us",
+                     r.transport, r.mode, r.probes, r.idle_p50_us, r.idle_p99_us) +
+         fmt::format(" | under KV load p50={:.1f} us p99={:.1f} us (p99 x{:.2f})", r.loaded_p50_us,
+                     r.loaded_p99_us, p99_ratio) +
+         fmt::format(" | same probes sent as KV class: p50={:.1f} us p99={:.1f} us",
+                     r.loaded_as_kv_p50_us, r.loaded_as_kv_p99_us) +
+         fmt::format(" | KV stream {:.1f} Gb/s alone, {:.1f} Gb/s with probes", r.kv_gbps_alone,
+                     r.kv_gbps_during_load) +
          control;
 }
 
