@@ -509,14 +509,16 @@ void ClusterSim::try_start_pass(uint32_t gi) {
     PeEngine& e = pes_[grp.first + i];
     auto& batch = grp.batches[i];
     batch.clear();
+    size_t n_ready = 0;  // requests whose KV is in place, offered or not
     {
       std::vector<model::PrefillWork> ready;
       std::vector<uint32_t> ready_agents;
       for (uint32_t a : e.fifo) {
         if (!reqs_[a].read_done) continue;
+        ++n_ready;
+        if (!scheduled() && ready.size() >= static_cast<size_t>(cfg_.max_batch_requests)) continue;
         ready.push_back({reqs_[a].cached, reqs_[a].new_left});
         ready_agents.push_back(a);
-        if (!scheduled() && ready.size() >= static_cast<size_t>(cfg_.max_batch_requests)) break;
       }
       if (ready.empty()) continue;
       if (scheduled()) {
@@ -541,7 +543,7 @@ void ClusterSim::try_start_pass(uint32_t gi) {
     any = true;
     engine_passes_ += 1;
     batched_requests_ += static_cast<double>(batch.size());
-    for (uint32_t a : e.fifo) ready_requests_ += reqs_[a].read_done ? 1.0 : 0.0;
+    ready_requests_ += static_cast<double>(n_ready);
     double attn = 0, news = 0, in_bytes = 0, out_bytes = 0;
     for (const auto& it : batch) {
       const Req& r = reqs_[it.agent];

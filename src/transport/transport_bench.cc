@@ -468,13 +468,12 @@ std::string isolation_line(const IsolationResult& r) {
         " | control, a plain {:.0f} Gb/s copy loop at nice {} instead of the stream: p50={:.1f} "
         "us p99={:.1f} us (p99 x{:.2f})",
         r.control_copy_gbps, kKvWorkerNice, r.control_p50_us, r.control_p99_us,
-        r.idle_p99_us > 0 ? r.control_p99_us / r.idle_p99_us : 0.0);
+        r.control_p99_ratio());
   }
-  const double p99_ratio = r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0.0;
   return fmt::format("isolation {:<4} {:<6} probes={} idle p50={:.1f} us p99={:.1f} us",
                      r.transport, r.mode, r.probes, r.idle_p50_us, r.idle_p99_us) +
          fmt::format(" | under KV load p50={:.1f} us p99={:.1f} us (p99 x{:.2f})", r.loaded_p50_us,
-                     r.loaded_p99_us, p99_ratio) +
+                     r.loaded_p99_us, r.p99_ratio()) +
          fmt::format(" | same probes sent as KV class: p50={:.1f} us p99={:.1f} us",
                      r.loaded_as_kv_p50_us, r.loaded_as_kv_p99_us) +
          fmt::format(" | KV stream {:.1f} Gb/s alone, {:.1f} Gb/s with probes", r.kv_gbps_alone,
@@ -615,24 +614,23 @@ nlohmann::json transport_report_json(const TransportBenchReport& report) {
                           {"reference_us_per_message", c.reference_us_per_message()}});
   }
   auto iso = [](const IsolationResult& r) {
-    return nlohmann::json{
-        {"transport", r.transport},
-        {"mode", r.mode},
-        {"probes", r.probes},
-        {"idle_p50_us", r.idle_p50_us},
-        {"idle_p99_us", r.idle_p99_us},
-        {"loaded_p50_us", r.loaded_p50_us},
-        {"loaded_p99_us", r.loaded_p99_us},
-        {"p99_ratio", r.idle_p99_us > 0 ? r.loaded_p99_us / r.idle_p99_us : 0},
-        {"loaded_as_kv_probes", r.fifo_probes},
-        {"loaded_as_kv_p50_us", r.loaded_as_kv_p50_us},
-        {"loaded_as_kv_p99_us", r.loaded_as_kv_p99_us},
-        {"kv_gbps_alone", r.kv_gbps_alone},
-        {"control_p50_us", r.control_p50_us},
-        {"control_p99_us", r.control_p99_us},
-        {"control_p99_ratio", r.idle_p99_us > 0 ? r.control_p99_us / r.idle_p99_us : 0},
-        {"control_copy_gbps", r.control_copy_gbps},
-        {"kv_gbps_during_load", r.kv_gbps_during_load}};
+    return nlohmann::json{{"transport", r.transport},
+                          {"mode", r.mode},
+                          {"probes", r.probes},
+                          {"idle_p50_us", r.idle_p50_us},
+                          {"idle_p99_us", r.idle_p99_us},
+                          {"loaded_p50_us", r.loaded_p50_us},
+                          {"loaded_p99_us", r.loaded_p99_us},
+                          {"p99_ratio", r.p99_ratio()},
+                          {"loaded_as_kv_probes", r.fifo_probes},
+                          {"loaded_as_kv_p50_us", r.loaded_as_kv_p50_us},
+                          {"loaded_as_kv_p99_us", r.loaded_as_kv_p99_us},
+                          {"kv_gbps_alone", r.kv_gbps_alone},
+                          {"control_p50_us", r.control_p50_us},
+                          {"control_p99_us", r.control_p99_us},
+                          {"control_p99_ratio", r.control_p99_ratio()},
+                          {"control_copy_gbps", r.control_copy_gbps},
+                          {"kv_gbps_during_load", r.kv_gbps_during_load}};
   };
   j["isolation"] = report.isolation.empty() ? nlohmann::json::object() : iso(report.isolation[0]);
   j["isolation_by_transport"] = nlohmann::json::array();

@@ -121,6 +121,9 @@ struct IsolationResult {
   double control_p50_us = 0;
   double control_p99_us = 0;
   double control_copy_gbps = 0;
+  // p99 under the KV stream, and under the control, as multiples of the idle p99.
+  double p99_ratio() const { return idle_p99_us > 0 ? loaded_p99_us / idle_p99_us : 0; }
+  double control_p99_ratio() const { return idle_p99_us > 0 ? control_p99_us / idle_p99_us : 0; }
 };
 
 struct TransportBenchReport {
