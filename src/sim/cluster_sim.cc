@@ -111,6 +111,7 @@ class ClusterSim {
   double snic_rate() const { return model::usable_snic_bytes_per_s(cfg_.hw, cfg_.eff); }
 
   void build();
+  double chain_floor() const;
   void on_arrive(uint32_t a);
   void ensure_tick();
   void on_tick();
@@ -171,6 +172,7 @@ class ClusterSim {
   double prompt_tokens_ = 0, hit_tokens_ = 0, storage_write_ = 0;
   int64_t pe_path_ = 0, de_path_ = 0;
   double compute_floor_work_s_ = 0;
+  double chain_floor_s_ = 0;  // see SimResult::chain_floor_s
   int64_t passes_ = 0, transfer_bound_passes_ = 0;
   double pass_new_tokens_ = 0;
   // Per engine and pass with work: requests ready in its FIFO, requests batched, and whether the
@@ -248,6 +250,7 @@ void ClusterSim::build() {
   pe_params_.beta_tokens = static_cast<int64_t>(tps * cfg_.beta_compute_s);
   pe_params_.alpha_tokens = static_cast<int64_t>(
       snic_rate() * cfg_.alpha_read_s / static_cast<double>(cfg_.model.stored_bytes_per_token()));
+  chain_floor_s_ = chain_floor();
 
   reqs_.resize(agents_.size());
   agent_finish_.assign(agents_.size(), 0.0);
@@ -294,6 +297,41 @@ void ClusterSim::on_arrive(uint32_t a) {
   assign_pe(a, static_cast<uint32_t>(rr_pe_.next(static_cast<int>(pes_.size()))));
   assign_de(a, static_cast<uint32_t>(rr_de_.next(static_cast<int>(des_.size()))), false);
   after_assigned(a);
+}
+
+// The slowest agent's turns back to back on an idle cluster: each prefill alone in one pass of
+// the fastest PE group (chunks only add passes; a batch only adds work), then gen - 1 decode
+// steps alone at the prompt's context (a step grows with the batch and the context), then the
+// think time. Reads, copies and queues are left out, so every mode's JCT is at least this.
+double ClusterSim::chain_floor() const {
+  const int64_t block = cfg_.block_tokens;
+  std::vector<int> sizes;  // distinct PE group sizes (one or two)
+  for (const PeGroup& grp : pe_groups_) {
+    if (std::find(sizes.begin(), sizes.end(), static_cast<int>(grp.count)) == sizes.end())
+      sizes.push_back(static_cast<int>(grp.count));
+  }
+  double floor = 0;
+  for (const AgentPlan& plan : agents_) {
+    double t = plan.start_s;
+    for (size_t i = 0; i < plan.turns.size(); ++i) {
+      const workload::TurnShape& turn = plan.turns[i];
+      const int64_t hit = std::min(turn.context_tokens, turn.prompt_tokens) / block * block;
+      const int64_t fresh = turn.prompt_tokens - hit;
+      double prefill = std::numeric_limits<double>::infinity();
+      const double attention = cost_.attention_s({hit, fresh});
+      for (int size : sizes) {
+        prefill =
+            std::min(prefill, cost_.group_pass_s(attention, static_cast<double>(fresh), size));
+      }
+      const int64_t gen = std::max<int64_t>(1, turn.gen_tokens);
+      t += prefill +
+           static_cast<double>(gen - 1) *
+               cost_.decode_step_s(1, static_cast<double>(turn.prompt_tokens), de_ep_gpus_);
+      if (i + 1 < plan.turns.size() && i + 1 < plan.think_s.size()) t += plan.think_s[i + 1];
+    }
+    floor = std::max(floor, t);
+  }
+  return floor;
 }
 
 void ClusterSim::ensure_tick() {
@@ -860,6 +898,7 @@ SimResult ClusterSim::collect(double wall_s) {
   int readers = dual() ? cfg_.prefill_nodes + cfg_.decode_nodes : cfg_.prefill_nodes;
   res.io_floor_s = res.storage_read_bytes / (snic_rate() * readers);
   res.compute_floor_s = compute_floor_work_s_ / static_cast<double>(pes_.size());
+  res.chain_floor_s = chain_floor_s_;
   double busy = 0;
   for (const auto& g : pe_groups_) busy += g.busy_s;
   res.pe_busy_fraction = now_ > 0 ? busy / (now_ * static_cast<double>(pe_groups_.size())) : 0;

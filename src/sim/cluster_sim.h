@@ -69,8 +69,12 @@ struct SimResult {
   int64_t pe_path_turns = 0, de_path_turns = 0;
   double snic_read_max_over_avg = 0;
   double hit_tokens = 0;
-  double io_floor_s = 0;              // storage_read_bytes / usable storage bandwidth
-  double compute_floor_s = 0;         // prefill work at the best batch efficiency / PE GPUs
+  double io_floor_s = 0;       // storage_read_bytes / usable storage bandwidth
+  double compute_floor_s = 0;  // prefill work at the best batch efficiency / PE GPUs
+  // The longest agent's serial chain: its turns back to back on an idle cluster (each prefill
+  // alone, each decode alone, think times). A run near it is bound by its slowest agent, not by
+  // the cluster's throughput: more agents would cost little more time.
+  double chain_floor_s = 0;
   double pe_busy_fraction = 0;        // mean fraction of time PE groups spend in forward passes
   int64_t prefill_passes = 0;         // forward passes of PE groups
   double new_tokens_per_pass = 0;     // per EP group, mean

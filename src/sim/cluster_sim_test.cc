@@ -119,8 +119,8 @@ TEST(ClusterSim, DualPathBeatsBasicWhenThePrefillStorageNicIsTheBottleneck) {
   EXPECT_LT(full, basic);
 }
 
-// Physics: no run beats its own I/O floor or compute floor, on random configurations.
-TEST(ClusterSim, NoRunBeatsItsIoOrComputeFloor) {
+// Physics: no run beats its own I/O, compute or longest-agent floor, on random configurations.
+TEST(ClusterSim, NoRunBeatsItsIoComputeOrChainFloor) {
   std::mt19937_64 rng(12345);
   const char* models[] = {"ds660b", "ds27b", "qwen32b"};
   const char* datasets[] = {"32k", "48k", "64k"};
@@ -144,7 +144,26 @@ TEST(ClusterSim, NoRunBeatsItsIoOrComputeFloor) {
                              mode_name(cfg.mode), cfg.agents, cfg.hw.snic_bytes_per_s / 1e9));
     EXPECT_GE(r->jct_s, r->io_floor_s * (1 - 1e-9));
     EXPECT_GE(r->jct_s, r->compute_floor_s * (1 - 1e-9));
+    EXPECT_GE(r->jct_s, r->chain_floor_s * (1 - 1e-9));
   }
+}
+
+// A handful of agents on a 2P4D cluster barely queue: the job takes about as long as its longest
+// agent alone, far above the throughput floors; with many agents the throughput floors bind.
+TEST(ClusterSim, FewAgentsFinishNearTheirLongestAgentAlone) {
+  SimConfig cfg = *default_sim_config("ds660b");
+  cfg.mode = Mode::kFull;
+  cfg.agents = 4;
+  auto few = run_experiment(cfg);
+  ASSERT_TRUE(few.is_ok()) << few.status().to_string();
+  EXPECT_GE(few->jct_s, few->chain_floor_s);
+  EXPECT_LT(few->jct_s, 1.2 * few->chain_floor_s);
+  EXPECT_GT(few->chain_floor_s, 10 * std::max(few->io_floor_s, few->compute_floor_s));
+
+  cfg.agents = 2048;
+  auto many = run_experiment(cfg);
+  ASSERT_TRUE(many.is_ok()) << many.status().to_string();
+  EXPECT_GT(many->compute_floor_s, many->chain_floor_s);
 }
 
 TEST(ClusterSim, RejectsZeroAgents) {

@@ -78,6 +78,7 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
       {"snic_read_max_over_avg", r.snic_read_max_over_avg},
       {"io_floor_s", r.io_floor_s},
       {"compute_floor_s", r.compute_floor_s},
+      {"chain_floor_s", r.chain_floor_s},
       {"pe_busy_fraction", r.pe_busy_fraction},
       {"prefill_passes", r.prefill_passes},
       {"new_tokens_per_pass", r.new_tokens_per_pass},
@@ -142,6 +143,8 @@ std::string result_table(const SimResult& r) {
   row("read paths", fmt::format("PE {} turns, DE {} turns", r.pe_path_turns, r.de_path_turns));
   row("SNIC read max/avg", fmt::format("{:.3f}", r.snic_read_max_over_avg));
   row("floors (I/O, compute)", fmt::format("{:.1f} s, {:.1f} s", r.io_floor_s, r.compute_floor_s));
+  row("longest agent alone", fmt::format("{:.1f} s ({:.0f} % of the JCT)", r.chain_floor_s,
+                                         r.jct_s > 0 ? 100 * r.chain_floor_s / r.jct_s : 0));
   row("PE busy", fmt::format("{:.0f} %, {} passes of {:.0f} new tokens per EP group",
                              100 * r.pe_busy_fraction, r.prefill_passes, r.new_tokens_per_pass));
   row("PE batch per GPU",
