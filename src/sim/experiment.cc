@@ -143,8 +143,12 @@ std::string result_table(const SimResult& r) {
   row("read paths", fmt::format("PE {} turns, DE {} turns", r.pe_path_turns, r.de_path_turns));
   row("SNIC read max/avg", fmt::format("{:.3f}", r.snic_read_max_over_avg));
   row("floors (I/O, compute)", fmt::format("{:.1f} s, {:.1f} s", r.io_floor_s, r.compute_floor_s));
-  row("longest agent alone", fmt::format("{:.1f} s ({:.0f} % of the JCT)", r.chain_floor_s,
-                                         r.jct_s > 0 ? 100 * r.chain_floor_s / r.jct_s : 0));
+  const double chain_share = r.jct_s > 0 ? r.chain_floor_s / r.jct_s : 0;
+  row("longest agent alone",
+      fmt::format("{:.1f} s ({:.0f} % of the JCT{})", r.chain_floor_s, 100 * chain_share,
+                  chain_share >= 0.5 ? "; the job waits on its slowest agent, so more agents "
+                                       "would add little time"
+                                     : ""));
   row("PE busy", fmt::format("{:.0f} %, {} passes of {:.0f} new tokens per EP group",
                              100 * r.pe_busy_fraction, r.prefill_passes, r.new_tokens_per_pass));
   row("PE batch per GPU",
