@@ -62,7 +62,8 @@ double CostModel::pass_overhead_s(int group_gpus) const {
 double CostModel::prefill_s(std::span<const PrefillWork> batch, int group_gpus) const {
   double tokens = 0;
   for (const auto& w : batch) tokens += static_cast<double>(w.new_tokens);
-  return pass_overhead_s(group_gpus) + attention_s(batch) + linear_s(tokens);
+  // Every GPU of the group runs the same batch: the group's pass with its total new tokens.
+  return group_pass_s(attention_s(batch), tokens * std::max(group_gpus, 1), group_gpus);
 }
 
 double CostModel::group_pass_s(double max_attention_s, double total_new_tokens,

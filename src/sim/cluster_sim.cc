@@ -34,6 +34,11 @@ enum Kind : uint32_t {
 
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 
+// Only whole blocks were persisted: a turn's storage hit is its context rounded down to a block.
+int64_t hit_tokens(const workload::TurnShape& t, int64_t block) {
+  return std::min(t.context_tokens, t.prompt_tokens) / block * block;
+}
+
 // One turn in flight; one per agent, since an agent waits for its turn to finish.
 struct Req {
   int turn = -1;
@@ -172,7 +177,6 @@ class ClusterSim {
   double prompt_tokens_ = 0, hit_tokens_ = 0, storage_write_ = 0;
   int64_t pe_path_ = 0, de_path_ = 0;
   double compute_floor_work_s_ = 0;
-  double chain_floor_s_ = 0;  // see SimResult::chain_floor_s
   int64_t passes_ = 0, transfer_bound_passes_ = 0;
   double pass_new_tokens_ = 0;
   // Per engine and pass with work: requests ready in its FIFO, requests batched, and whether the
@@ -250,7 +254,6 @@ void ClusterSim::build() {
   pe_params_.beta_tokens = static_cast<int64_t>(tps * cfg_.beta_compute_s);
   pe_params_.alpha_tokens = static_cast<int64_t>(
       snic_rate() * cfg_.alpha_read_s / static_cast<double>(cfg_.model.stored_bytes_per_token()));
-  chain_floor_s_ = chain_floor();
 
   reqs_.resize(agents_.size());
   agent_finish_.assign(agents_.size(), 0.0);
@@ -269,10 +272,8 @@ void ClusterSim::on_arrive(uint32_t a) {
   Req& r = reqs_[a];
   r.turn += 1;
   const workload::TurnShape& t = agents_[a].turns[static_cast<size_t>(r.turn)];
-  const int64_t block = cfg_.block_tokens;
   r.prompt = t.prompt_tokens;
-  // Only whole blocks were persisted: the hit is the context rounded down to a block.
-  r.hit = std::min(t.context_tokens, t.prompt_tokens) / block * block;
+  r.hit = hit_tokens(t, cfg_.block_tokens);
   r.gen = std::max<int64_t>(1, t.gen_tokens);
   r.new_left = r.prompt - r.hit;
   r.cached = r.hit;
@@ -304,7 +305,6 @@ void ClusterSim::on_arrive(uint32_t a) {
 // steps alone at the prompt's context (a step grows with the batch and the context), then the
 // think time. Reads, copies and queues are left out, so every mode's JCT is at least this.
 double ClusterSim::chain_floor() const {
-  const int64_t block = cfg_.block_tokens;
   std::vector<int> sizes;  // distinct PE group sizes (one or two)
   for (const PeGroup& grp : pe_groups_) {
     if (std::find(sizes.begin(), sizes.end(), static_cast<int>(grp.count)) == sizes.end())
@@ -315,7 +315,7 @@ double ClusterSim::chain_floor() const {
     double t = plan.start_s;
     for (size_t i = 0; i < plan.turns.size(); ++i) {
       const workload::TurnShape& turn = plan.turns[i];
-      const int64_t hit = std::min(turn.context_tokens, turn.prompt_tokens) / block * block;
+      const int64_t hit = hit_tokens(turn, cfg_.block_tokens);
       const int64_t fresh = turn.prompt_tokens - hit;
       double prefill = std::numeric_limits<double>::infinity();
       const double attention = cost_.attention_s({hit, fresh});
@@ -898,7 +898,7 @@ SimResult ClusterSim::collect(double wall_s) {
   int readers = dual() ? cfg_.prefill_nodes + cfg_.decode_nodes : cfg_.prefill_nodes;
   res.io_floor_s = res.storage_read_bytes / (snic_rate() * readers);
   res.compute_floor_s = compute_floor_work_s_ / static_cast<double>(pes_.size());
-  res.chain_floor_s = chain_floor_s_;
+  res.chain_floor_s = chain_floor();
   double busy = 0;
   for (const auto& g : pe_groups_) busy += g.busy_s;
   res.pe_busy_fraction = now_ > 0 ? busy / (now_ * static_cast<double>(pe_groups_.size())) : 0;
