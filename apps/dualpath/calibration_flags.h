@@ -5,18 +5,23 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
+
 #include "sim/sim_config.h"
 
 namespace dualpath::app {
 
 struct CalibrationFlags {
-  double linear_mfu = 0;
-  double attention_mfu = 0;
-  double storage_efficiency = 0;
-  double layer_overhead_ms = -1;
-  double intra_node_layer_overhead_ms = -1;
-  double hbm_reserved_gb = -1;
-  double basic_kv_gb = -1;
+  // Each is set only when its flag is given; a given value is range-checked by
+  // SimConfig::validate() like the same key in a TOML file (no value is a silent "unset").
+  std::optional<double> linear_mfu;
+  std::optional<double> attention_mfu;
+  std::optional<double> storage_efficiency;
+  std::optional<double> layer_overhead_ms;
+  std::optional<double> intra_node_layer_overhead_ms;
+  std::optional<double> request_overhead_ms;
+  std::optional<double> hbm_reserved_gb;
+  std::optional<double> basic_kv_gb;
 
   void add_to(CLI::App* cmd) {
     cmd->add_option("--linear-mfu", linear_mfu, "override the fitted linear-layer MFU");
@@ -30,6 +35,9 @@ struct CalibrationFlags {
     cmd->add_option("--intra-node-layer-overhead-ms", intra_node_layer_overhead_ms,
                     "override the fitted fixed cost per layer per forward pass of an EP group "
                     "inside one node");
+    cmd->add_option("--request-overhead-ms", request_overhead_ms,
+                    "fixed cost per request per layer of a prefill pass (default 0: none; a "
+                    "what-if, see docs/calibration.md)");
     cmd->add_option("--hbm-reserved-gb", hbm_reserved_gb,
                     "HBM per GPU kept for activations and workspace (not KV)");
     cmd->add_option("--basic-prefill-kv-gb", basic_kv_gb,
@@ -37,19 +45,19 @@ struct CalibrationFlags {
   }
   // Applies the flags that were given; range errors are left to SimConfig::validate().
   void apply(sim::SimConfig& cfg) const {
-    if (linear_mfu != 0) cfg.eff.linear_mfu = linear_mfu;
-    if (attention_mfu != 0) cfg.eff.attention_mfu = attention_mfu;
-    if (storage_efficiency != 0) cfg.eff.storage_efficiency = storage_efficiency;
-    if (layer_overhead_ms >= 0) cfg.eff.layer_overhead_s = layer_overhead_ms / 1e3;
-    if (intra_node_layer_overhead_ms >= 0)
-      cfg.eff.intra_node_layer_overhead_s = intra_node_layer_overhead_ms / 1e3;
-    if (hbm_reserved_gb >= 0) cfg.hbm_reserved_bytes = hbm_reserved_gb * 1e9;
-    if (basic_kv_gb >= 0) cfg.basic_prefill_kv_bytes = basic_kv_gb * 1e9;
+    if (linear_mfu) cfg.eff.linear_mfu = *linear_mfu;
+    if (attention_mfu) cfg.eff.attention_mfu = *attention_mfu;
+    if (storage_efficiency) cfg.eff.storage_efficiency = *storage_efficiency;
+    if (layer_overhead_ms) cfg.eff.layer_overhead_s = *layer_overhead_ms / 1e3;
+    if (intra_node_layer_overhead_ms)
+      cfg.eff.intra_node_layer_overhead_s = *intra_node_layer_overhead_ms / 1e3;
+    if (request_overhead_ms) cfg.eff.request_overhead_s = *request_overhead_ms / 1e3;
+    if (hbm_reserved_gb) cfg.hbm_reserved_bytes = *hbm_reserved_gb * 1e9;
+    if (basic_kv_gb) cfg.basic_prefill_kv_bytes = *basic_kv_gb * 1e9;
   }
   bool any() const {
-    return linear_mfu != 0 || attention_mfu != 0 || storage_efficiency != 0 ||
-           layer_overhead_ms >= 0 || intra_node_layer_overhead_ms >= 0 || hbm_reserved_gb >= 0 ||
-           basic_kv_gb >= 0;
+    return linear_mfu || attention_mfu || storage_efficiency || layer_overhead_ms ||
+           intra_node_layer_overhead_ms || request_overhead_ms || hbm_reserved_gb || basic_kv_gb;
   }
 };
 

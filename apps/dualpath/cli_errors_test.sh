@@ -33,6 +33,10 @@ expect_error "bad.jsonl:1" sim --dataset weka:"$tmp/bad.jsonl" --quiet
 expect_error "hardware.snic_gbps" sim --config "$tmp/neg.toml" --quiet
 expect_error "did you mean 'cluster.prefill_nodes'" sim --config "$tmp/typo.toml" --quiet
 expect_error "config file" sim --config "$tmp/nope.toml" --quiet
+# A calibration flag given out of range is an error, not a silent "unset" (they were sentinels).
+expect_error "efficiency.layer_overhead_ms = -2" sim --layer-overhead-ms -2 --agents 4 --quiet
+expect_error "efficiency.linear_mfu = 0" sim --linear-mfu 0 --agents 4 --quiet
+expect_error "cluster.basic_prefill_kv_gb = -3" sim --basic-prefill-kv-gb -3 --agents 4 --quiet
 expect_error "--snic-gbps" plan --snic-gbps 0
 expect_error "--dram-gbps" plan --dram-gbps -5
 expect_error "unknown dataset" sim --dataset 16k --quiet

@@ -19,7 +19,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HardwareSpec, name, gpus_per_nod
                                                 pcie_bytes_per_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Efficiency, linear_mfu, attention_mfu,
                                                 layer_overhead_s, intra_node_layer_overhead_s,
-                                                decode_step_overhead_s,
+                                                request_overhead_s, decode_step_overhead_s,
                                                 decode_mbu, storage_efficiency)
 }  // namespace dualpath::model
 

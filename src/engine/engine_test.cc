@@ -331,6 +331,7 @@ TEST(EngineConfig, SetupCarriesTheCostModelInputs) {
   setup.backend.efficiency.layer_overhead_s = 0.001;
   setup.backend.efficiency.storage_efficiency = 0.5;
   setup.backend.efficiency.intra_node_layer_overhead_s = 0.0005;
+  setup.backend.efficiency.request_overhead_s = 0.0002;
   setup.backend.prefill_ep_gpus = 8;
   setup.backend.decode_ep_gpus = 16;
   setup.engines = 3;
@@ -343,6 +344,7 @@ TEST(EngineConfig, SetupCarriesTheCostModelInputs) {
   EXPECT_EQ(back->backend.efficiency.storage_efficiency, 0.5);
   EXPECT_EQ(back->backend.efficiency.linear_mfu, model::Efficiency{}.linear_mfu);
   EXPECT_EQ(back->backend.efficiency.intra_node_layer_overhead_s, 0.0005);
+  EXPECT_EQ(back->backend.efficiency.request_overhead_s, 0.0002);
   EXPECT_EQ(back->backend.prefill_ep_gpus, 8);
   EXPECT_EQ(back->backend.decode_ep_gpus, 16);
   EXPECT_EQ(back->engines, 3);

@@ -30,6 +30,8 @@ void apply_efficiency_config(Config& f, Efficiency& eff) {
   eff.intra_node_layer_overhead_s =
       f.non_negative_number("efficiency.intra_node_layer_overhead_ms",
                             eff.intra_node_layer_overhead_s * 1e3) / 1e3;
+  eff.request_overhead_s = f.non_negative_number("efficiency.request_overhead_ms",
+                                                 eff.request_overhead_s * 1e3) / 1e3;
   eff.decode_step_overhead_s = f.non_negative_number("efficiency.decode_step_overhead_ms",
                                                      eff.decode_step_overhead_s * 1e3) / 1e3;
   eff.decode_mbu = f.positive_number("efficiency.decode_mbu", eff.decode_mbu);

@@ -18,10 +18,16 @@ Status Efficiency::validate() const {
   DP_RETURN_IF_ERROR(frac(attention_mfu, "attention_mfu"));
   DP_RETURN_IF_ERROR(frac(decode_mbu, "decode_mbu"));
   DP_RETURN_IF_ERROR(frac(storage_efficiency, "storage_efficiency"));
-  if (layer_overhead_s < 0 || intra_node_layer_overhead_s < 0 || decode_step_overhead_s < 0)
-    return Status::invalid_argument(
-        "efficiency.layer_overhead_ms, intra_node_layer_overhead_ms and decode_step_overhead_ms "
-        "must be >= 0");
+  auto non_negative_ms = [](double s, const char* key) -> Status {
+    if (s >= 0) return Status::ok();
+    return Status::invalid_argument(fmt::format(
+        "efficiency.{} = {} must be >= 0; it is a fixed cost in milliseconds (0 = none)", key,
+        s * 1e3));
+  };
+  DP_RETURN_IF_ERROR(non_negative_ms(layer_overhead_s, "layer_overhead_ms"));
+  DP_RETURN_IF_ERROR(non_negative_ms(intra_node_layer_overhead_s, "intra_node_layer_overhead_ms"));
+  DP_RETURN_IF_ERROR(non_negative_ms(request_overhead_s, "request_overhead_ms"));
+  DP_RETURN_IF_ERROR(non_negative_ms(decode_step_overhead_s, "decode_step_overhead_ms"));
   return Status::ok();
 }
 
@@ -38,8 +44,9 @@ double usable_snic_bytes_per_s(const HardwareSpec& hw, const Efficiency& eff) {
 }
 
 double CostModel::attention_s(const PrefillWork& w) const {
-  return model_.attention_flops_for(w.cached_tokens, w.new_tokens) /
-         (eff_.attention_mfu * hw_.bf16_flops);
+  const double fixed = w.new_tokens > 0 ? eff_.request_overhead_s * model_.layers : 0.0;
+  return fixed + model_.attention_flops_for(w.cached_tokens, w.new_tokens) /
+                     (eff_.attention_mfu * hw_.bf16_flops);
 }
 
 double CostModel::attention_s(std::span<const PrefillWork> batch) const {

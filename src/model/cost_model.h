@@ -39,6 +39,11 @@ struct Efficiency {
   // round trips between nodes). Fitted to DS 27B's worst DualPath/Oracle JCT ratio on 1P1D in
   // Fig. 7 (PAPER.md §10.1: 1.85x).
   double intra_node_layer_overhead_s = 0.002;
+  // Fixed cost per request per layer of a prefill pass (per-request metadata, its attention and
+  // indexer launches, its KV gather), on the GPU that runs the request's attention. Not fitted:
+  // 0 (none). A what-if knob: docs/calibration.md shows what a non-zero value does to the paper's
+  // checks and to the batching curve of Fig. 3 right.
+  double request_overhead_s = 0.0;
   // Fixed cost of one decode iteration (EP all-to-all latency over all layers, sampling).
   // Fitted to Table 3's TPOT (2P4D, 0.4 APS: 39 ms).
   double decode_step_overhead_s = 0.025;

@@ -88,6 +88,25 @@ TEST(CostModel, PrefillGrowsWithCachedContextAndNewTokens) {
   EXPECT_LT(cm.prefill_s(one, 16), cm.prefill_s(two, 16));
 }
 
+TEST(CostModel, RequestOverheadIsChargedPerRequestAndLayerOnTheAttentionGpu) {
+  Efficiency eff;
+  CostModel base(*model_preset("ds660b"), *hardware_preset("h800"), eff);
+  eff.request_overhead_s = 0.0005;
+  CostModel cm(*model_preset("ds660b"), *hardware_preset("h800"), eff);  // 61 layers
+  PrefillWork a{30000, 300};
+  EXPECT_NEAR(cm.attention_s(a) - base.attention_s(a), 61 * 0.0005, 1e-12);
+  // A request with nothing to compute (a fully cached prompt) is not in the pass.
+  EXPECT_EQ(cm.attention_s(PrefillWork{30000, 0}), base.attention_s(PrefillWork{30000, 0}));
+  // Four requests on one GPU pay it four times; the batch's linear layers do not change.
+  PrefillWork four[] = {a, a, a, a};
+  EXPECT_NEAR(cm.prefill_s(four, 16) - base.prefill_s(four, 16), 4 * 61 * 0.0005, 1e-12);
+  // It is not amortised by batching, so it flattens the batching curve of Fig. 3 right.
+  auto gain = [](const CostModel& m) {
+    return m.prefill_tokens_per_s(30000, 300, 20, 16) / m.prefill_tokens_per_s(30000, 300, 1, 16);
+  };
+  EXPECT_LT(gain(cm), gain(base));
+}
+
 TEST(CostModel, AnEpGroupInsideOneNodePaysTheIntraNodeLayerOverhead) {
   Efficiency eff;
   eff.layer_overhead_s = 0.006;

@@ -99,6 +99,16 @@ Status SimConfig::validate() const {
                                                    "(--agents N with N >= 1)", agents)));
   DP_RETURN_IF_ERROR(need(block_tokens >= 1, fmt::format("block_tokens = {} must be >= 1; 64 is "
                                                          "the paper's", block_tokens)));
+  DP_RETURN_IF_ERROR(need(hbm_reserved_bytes >= 0,
+                          fmt::format("cluster.hbm_reserved_gb = {} (--hbm-reserved-gb) must be "
+                                      ">= 0; it is HBM kept per GPU for activations (default 10)",
+                                      hbm_reserved_bytes / 1e9)));
+  DP_RETURN_IF_ERROR(need(basic_prefill_kv_bytes > 0,
+                          fmt::format("cluster.basic_prefill_kv_gb = {} (--basic-prefill-kv-gb) "
+                                      "must be positive; it is the HBM per PE GPU a Basic batch may "
+                                      "fill with KV (default {})",
+                                      basic_prefill_kv_bytes / 1e9,
+                                      SimConfig{}.basic_prefill_kv_bytes / 1e9)));
   DP_RETURN_IF_ERROR(need(pe_buffer_bytes > 0 && de_buffer_bytes > 0,
                           "cluster.pe_buffer_gb and cluster.de_buffer_gb must be positive"));
   DP_RETURN_IF_ERROR(need(quota_s > 0, fmt::format("scheduler.quota_ms = {} must be positive "
