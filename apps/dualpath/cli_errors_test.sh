@@ -50,5 +50,16 @@ expect_error "unknown mode 'busy'" bench transport --modes busy --transports sm
 expect_error "median" bench transport --statistic mean --transports sm
 expect_error "12X" bench transport --bytes-per-case 12X --transports sm
 expect_error "linear_mfu" paper --linear-mfu 2 --figures fig9 --no-plots --out "$tmp/paper"
-[ "$fail" -eq 0 ] && echo "21 passed, 0 failed"
+# Out-of-range values and unwritable outputs are refused before the run, naming the flag or key.
+expect_error "agents = -1" sim --agents -1 --quiet
+expect_error "append_scale) = 0" sim --append-scale 0 --quiet
+expect_error "--json '$tmp' is a directory" sim --json "$tmp" --agents 4 --quiet
+expect_error "layer_overhead_ms = inf" sim --layer-overhead-ms inf --quiet
+expect_error "--seed -3" sim --seed -3 --quiet
+# Command-line slips: one line, with the closest option or subcommand.
+expect_error "did you mean '--agents'" sim --agent 3
+expect_error "Could not convert: --agents = x" sim --agents x
+expect_error "did you mean 'store'" bench stor
+expect_error "unknown subcommand 'simm'; did you mean 'sim'" simm
+[ "$fail" -eq 0 ] && echo "passed, 0 failed"
 exit "$fail"

@@ -1,6 +1,7 @@
 #include "apps/dualpath/cli_util.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,7 +11,26 @@
 
 namespace dualpath::app {
 
+namespace {
+
+std::string parent_dir(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
 Status write_text_file(const std::string& path, const std::string& text) {
+  if (is_directory(path)) {
+    return Status::io_error(
+        fmt::format("cannot write '{}': it is a directory; give a file name", path));
+  }
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -20,12 +40,52 @@ Status write_text_file(const std::string& path, const std::string& text) {
     }
     out << text;
     if (!out.flush()) {
-      return Status::io_error(fmt::format("writing '{}' failed: {}", path, std::strerror(errno)));
+      int err = errno;
+      std::remove(tmp.c_str());
+      return Status::io_error(fmt::format("writing '{}' failed: {}", path, std::strerror(err)));
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
     return Status::io_error(fmt::format("cannot rename '{}' to '{}': {}", tmp, path,
-                                        std::strerror(errno)));
+                                        std::strerror(err)));
+  }
+  return Status::ok();
+}
+
+Status check_output_file(const std::string& flag, const std::string& path) {
+  if (path.empty()) {
+    return Status::invalid_argument(fmt::format("{} '': give a file name, e.g. {} out.json", flag,
+                                                flag));
+  }
+  if (is_directory(path)) {
+    return Status::invalid_argument(fmt::format(
+        "{} '{}' is a directory; give a file name, e.g. {} {}/out.json", flag, path, flag,
+        path));
+  }
+  std::string dir = parent_dir(path);
+  if (!is_directory(dir) || ::access(dir.c_str(), W_OK) != 0) {
+    return Status::invalid_argument(fmt::format(
+        "{} '{}': directory '{}' does not exist or is not writable; create it or write elsewhere",
+        flag, path, dir));
+  }
+  return Status::ok();
+}
+
+Status prepare_output_dir(const std::string& flag, const std::string& dir) {
+  if (dir.empty()) {
+    return Status::invalid_argument(
+        fmt::format("{} '': give a folder, e.g. {} /tmp/results", flag, flag));
+  }
+  if (!is_directory(dir) && ::mkdir(dir.c_str(), 0755) != 0) {
+    return Status::invalid_argument(fmt::format("{} '{}': cannot create it: {}; its parent must "
+                                                "exist and be writable",
+                                                flag, dir, std::strerror(errno)));
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return Status::invalid_argument(
+        fmt::format("{} '{}' is not writable; write elsewhere", flag, dir));
   }
   return Status::ok();
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "apps/dualpath/calibration_flags.h"
@@ -14,50 +15,56 @@
 namespace dualpath::app {
 namespace {
 
+// Each flag is applied only when given (std::optional), so any given value is checked by
+// SimConfig::validate() like the same key in a TOML file; none doubles as "unset".
 struct SimArgs {
-  std::string config_path;
-  std::string model;
-  std::string dataset;
-  std::string pd;
-  std::string mode;
-  int agents = -1;
-  int64_t seed = -1;
-  double append_scale = 0;
-  double gen_scale = 0;
+  std::optional<std::string> config_path;
+  std::optional<std::string> model;
+  std::optional<std::string> dataset;
+  std::optional<std::string> pd;
+  std::optional<std::string> mode;
+  std::optional<int> agents;
+  std::optional<int64_t> seed;
+  std::optional<double> append_scale;
+  std::optional<double> gen_scale;
   bool think_time = false;
-  std::string json_path;
-  std::string timeseries_path;
+  std::optional<std::string> json_path;
+  std::optional<std::string> timeseries_path;
   bool quiet = false;
   CalibrationFlags calibration;
 };
 
 // Builds the config: model defaults, then the file, then the flags (flags win).
 Result<sim::SimConfig> make_config(const SimArgs& a) {
-  std::string model = a.model.empty() ? "ds660b" : a.model;
+  std::string model = a.model.value_or("ds660b");
   Config file;
-  bool have_file = !a.config_path.empty();
-  if (have_file) {
-    DP_ASSIGN_OR_RETURN(file, Config::from_file(a.config_path));
-    if (a.model.empty()) model = file.string("model.preset", model);
+  if (a.config_path) {
+    DP_ASSIGN_OR_RETURN(file, Config::from_file(*a.config_path));
+    if (!a.model) model = file.string("model.preset", model);
   }
   DP_ASSIGN_OR_RETURN(sim::SimConfig cfg, sim::default_sim_config(model));
-  if (have_file) {
+  if (a.config_path) {
     DP_RETURN_IF_ERROR(sim::apply_config(file, cfg));
     DP_RETURN_IF_ERROR(file.finish());
   }
-  if (!a.dataset.empty()) cfg.dataset = a.dataset;
-  if (!a.mode.empty()) {
-    DP_ASSIGN_OR_RETURN(cfg.mode, sim::parse_mode(a.mode));
+  if (a.dataset) cfg.dataset = *a.dataset;
+  if (a.mode) {
+    DP_ASSIGN_OR_RETURN(cfg.mode, sim::parse_mode(*a.mode));
   }
-  if (!a.pd.empty()) {
-    DP_ASSIGN_OR_RETURN(auto pd, sim::parse_pd(a.pd));
+  if (a.pd) {
+    DP_ASSIGN_OR_RETURN(auto pd, sim::parse_pd(*a.pd));
     cfg.prefill_nodes = pd.first;
     cfg.decode_nodes = pd.second;
   }
-  if (a.agents != -1) cfg.agents = a.agents;
-  if (a.seed >= 0) cfg.seed = static_cast<uint64_t>(a.seed);
-  if (a.append_scale != 0) cfg.append_scale = a.append_scale;
-  if (a.gen_scale != 0) cfg.gen_scale = a.gen_scale;
+  if (a.agents) cfg.agents = *a.agents;
+  if (a.seed) {
+    if (*a.seed < 0)
+      return Status::invalid_argument(
+          fmt::format("--seed {}: use a non-negative integer (default 1)", *a.seed));
+    cfg.seed = static_cast<uint64_t>(*a.seed);
+  }
+  if (a.append_scale) cfg.append_scale = *a.append_scale;
+  if (a.gen_scale) cfg.gen_scale = *a.gen_scale;
   if (a.think_time) cfg.think_time = true;
   a.calibration.apply(cfg);
   cfg.fit_ep_groups();
@@ -68,6 +75,12 @@ Result<sim::SimConfig> make_config(const SimArgs& a) {
 int run(const SimArgs& a) {
   auto cfg = make_config(a);
   if (!cfg.is_ok()) return usage_error(cfg.status().message());
+  // A typo in an output path is reported now, not after the run.
+  for (const auto& [flag, path] : {std::pair{"--json", a.json_path},
+                                   std::pair{"--timeseries", a.timeseries_path}}) {
+    if (!path) continue;
+    if (Status s = check_output_file(flag, *path); !s.is_ok()) return usage_error(s.message());
+  }
   sim::SimOptions opt;
   if (!a.quiet) {
     opt.progress = [](double t, int64_t done, int64_t total) {
@@ -79,12 +92,12 @@ int run(const SimArgs& a) {
   auto res = sim::run_experiment(*cfg, opt);
   if (!res.is_ok()) return usage_error(res.status().message());
   std::fputs(sim::result_table(*res).c_str(), stdout);
-  if (!a.json_path.empty()) {
-    Status s = write_text_file(a.json_path, sim::result_to_json(*res).dump(2) + "\n");
+  if (a.json_path) {
+    Status s = write_text_file(*a.json_path, sim::result_to_json(*res).dump(2) + "\n");
     if (!s.is_ok()) return usage_error(s.message());
   }
-  if (!a.timeseries_path.empty()) {
-    Status s = write_text_file(a.timeseries_path, sim::timeseries_csv(*res, cfg->prefill_nodes));
+  if (a.timeseries_path) {
+    Status s = write_text_file(*a.timeseries_path, sim::timeseries_csv(*res, cfg->prefill_nodes));
     if (!s.is_ok()) return usage_error(s.message());
   }
   return 0;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "apps/dualpath/command.h"
+#include "common/config.h"
 
 namespace dualpath::app {
 namespace {
@@ -36,6 +37,84 @@ int usage_error(const std::string& message) {
   return 2;
 }
 
+namespace {
+
+// The deepest subcommand the command line selected ("dualpath bench store" -> store).
+const CLI::App* selected(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) return selected(*sub);
+  return &app;
+}
+
+std::string command_path(const CLI::App* app) {
+  std::string path;
+  for (; app != nullptr; app = app->get_parent()) {
+    std::string name = app->get_parent() ? app->get_name() : "dualpath";
+    path = path.empty() ? name : name + " " + path;
+  }
+  return path;
+}
+
+// "did you mean" for a word the command line did not expect: an option of the selected command
+// or one of its subcommands.
+std::string suggestion(const CLI::App& cmd, const std::string& word) {
+  std::vector<std::string> candidates;
+  if (word.rfind("-", 0) == 0) {
+    for (const CLI::Option* opt : cmd.get_options()) {
+      for (const auto& l : opt->get_lnames()) candidates.push_back("--" + l);
+      for (const auto& s : opt->get_snames()) candidates.push_back("-" + s);
+    }
+  } else {
+    for (const CLI::App* sub : cmd.get_subcommands({})) candidates.push_back(sub->get_name());
+  }
+  std::string key = word.substr(0, word.find('='));
+  return closest_match(key, candidates);
+}
+
+// One line, "dualpath: error: ...", naming what was wrong and where to look; exit code 2 like
+// every other usage error. Help and version requests keep CLI11's handling.
+int report_parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  if (e.get_exit_code() == 0) return app.exit(e);
+  const CLI::App* cmd = selected(app);
+  std::string message = e.what();
+  std::string hint;
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    std::string list = message.substr(message.find(": ") + 2);
+    for (size_t pos = 0; pos < list.size() && hint.empty();) {
+      size_t end = std::min(list.find(' ', pos), list.size());
+      std::string word = list.substr(pos, end - pos);
+      if (std::string close = suggestion(*cmd, word); !close.empty()) {
+        hint = fmt::format("; did you mean '{}'?", close);
+      }
+      pos = end + 1;
+    }
+  } else if (!cmd->get_subcommands({}).empty() && cmd->get_subcommands().empty()) {
+    // A command that needs a subcommand got none, or a word that is not one.
+    std::vector<std::string> names;
+    for (const CLI::App* sub : cmd->get_subcommands({})) names.push_back(sub->get_name());
+    std::vector<std::string> path;  // the words that selected `cmd` ("bench")
+    for (const CLI::App* a = cmd; a->get_parent() != nullptr; a = a->get_parent()) {
+      path.push_back(a->get_name());
+    }
+    std::string given;
+    for (int i = 1; i < argc; ++i) {
+      std::string word = argv[i];
+      if (word.rfind("-", 0) != 0 && std::find(path.begin(), path.end(), word) == path.end()) {
+        given = word;
+        break;
+      }
+    }
+    message = given.empty() ? "a subcommand is required"
+                            : fmt::format("unknown subcommand '{}'", given);
+    std::string close = given.empty() ? "" : closest_match(given, names);
+    hint = close.empty() ? fmt::format("; use one of {}", fmt::join(names, ", "))
+                         : fmt::format("; did you mean '{}'?", close);
+  }
+  std::fprintf(stderr, "dualpath: error: %s%s (see '%s --help')\n", message.c_str(),
+               hint.c_str(), command_path(cmd).c_str());
+  return 2;
+}
+
+}  // namespace
 }  // namespace dualpath::app
 
 int main(int argc, char** argv) {
@@ -67,7 +146,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return dualpath::app::report_parse_error(app, e, argc, argv);
   }
   return exit_code;
 }

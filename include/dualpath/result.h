@@ -8,6 +8,10 @@
 #include "dualpath/status.h"
 
 namespace dualpath {
+namespace internal {
+// Prints "Result::value() of an error: <status>" to stderr and aborts.
+[[noreturn]] void die_on_value_of_error(const Status& status);
+}  // namespace internal
 
 template <typename T>
 class [[nodiscard]] Result {
@@ -22,9 +26,11 @@ class [[nodiscard]] Result {
   explicit operator bool() const { return is_ok(); }
   const Status& status() const { return status_; }
 
-  T& value() & { assert(is_ok()); return *value_; }
-  const T& value() const& { assert(is_ok()); return *value_; }
-  T&& value() && { assert(is_ok()); return std::move(*value_); }
+  // Taking the value of an error is a bug in the caller: it aborts with the status in every build
+  // type (never undefined behaviour under NDEBUG).
+  T& value() & { check_ok(); return *value_; }
+  const T& value() const& { check_ok(); return *value_; }
+  T&& value() && { check_ok(); return std::move(*value_); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -33,6 +39,10 @@ class [[nodiscard]] Result {
   T value_or(T fallback) const& { return is_ok() ? *value_ : std::move(fallback); }
 
  private:
+  void check_ok() const {
+    if (!is_ok()) internal::die_on_value_of_error(status_);
+  }
+
   std::optional<T> value_;
   Status status_;  // OK iff value_ is set
 };

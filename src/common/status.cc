@@ -1,6 +1,10 @@
 #include "dualpath/status.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
+
+#include "dualpath/result.h"
 
 namespace dualpath {
 
@@ -51,5 +55,12 @@ Status Status::with_context(std::string_view context) const {
   if (is_ok() || context.empty()) return *this;
   return Status(state_->code, std::string(context) + ": " + state_->message);
 }
+
+namespace internal {
+void die_on_value_of_error(const Status& status) {
+  std::fprintf(stderr, "Result::value() of an error: %s\n", status.to_string().c_str());
+  std::abort();
+}
+}  // namespace internal
 
 }  // namespace dualpath

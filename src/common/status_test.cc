@@ -45,6 +45,11 @@ TEST(Result, AssignOrReturnPropagatesErrorsAndValues) {
   EXPECT_TRUE(s.is_invalid_argument());
 }
 
+TEST(ResultDeathTest, ValueOfAnErrorAbortsWithTheStatusInEveryBuildType) {
+  Result<int> r = parse_positive(-4);
+  EXPECT_DEATH((void)*r, "value\\(\\) of an error: InvalidArgument: -4 is not positive");
+}
+
 TEST(Result, ReturnIfErrorAddsContext) {
   Status s = wrapped(-3);
   EXPECT_EQ(s.message(), "doubling -3: -3 is not positive");

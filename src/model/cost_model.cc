@@ -18,11 +18,12 @@ Status Efficiency::validate() const {
   DP_RETURN_IF_ERROR(frac(attention_mfu, "attention_mfu"));
   DP_RETURN_IF_ERROR(frac(decode_mbu, "decode_mbu"));
   DP_RETURN_IF_ERROR(frac(storage_efficiency, "storage_efficiency"));
+  // Up to 10 s: larger values are typos (a cost per layer, request or decode step).
   auto non_negative_ms = [](double s, const char* key) -> Status {
-    if (s >= 0) return Status::ok();
+    if (s >= 0 && s <= 10.0) return Status::ok();
     return Status::invalid_argument(fmt::format(
-        "efficiency.{} = {} must be >= 0; it is a fixed cost in milliseconds (0 = none)", key,
-        s * 1e3));
+        "efficiency.{} = {} must be in [0, 10000]; it is a fixed cost in milliseconds (0 = none)",
+        key, s * 1e3));
   };
   DP_RETURN_IF_ERROR(non_negative_ms(layer_overhead_s, "layer_overhead_ms"));
   DP_RETURN_IF_ERROR(non_negative_ms(intra_node_layer_overhead_s, "intra_node_layer_overhead_ms"));

@@ -9,10 +9,13 @@
 namespace dualpath::model {
 
 Status HardwareSpec::validate() const {
-  auto positive = [&](double v, std::string_view key, std::string_view fix) -> Status {
-    if (v > 0) return Status::ok();
+  // Positive, finite and not absurd (1e-300 Gb/s would stall a simulation for ever): between
+  // 1e6 and 1e18 base units (bytes, bytes/s, FLOP/s), reported in the key's own unit.
+  auto positive = [&](double v, std::string_view key, double unit, std::string_view fix) -> Status {
+    if (v >= 1e6 && v <= 1e18) return Status::ok();
     return Status::invalid_argument(
-        fmt::format("hardware '{}': {} = {} must be positive; {}", name, key, v, fix));
+        fmt::format("hardware '{}': {} = {:g} must be between {:g} and {:g}; {}", name, key,
+                    v / unit, 1e6 / unit, 1e18 / unit, fix));
   };
   if (gpus_per_node <= 0)
     return Status::invalid_argument(
@@ -20,13 +23,19 @@ Status HardwareSpec::validate() const {
   if (snics_per_node <= 0)
     return Status::invalid_argument(
         fmt::format("hardware '{}': snics_per_node = {} must be >= 1", name, snics_per_node));
-  DP_RETURN_IF_ERROR(positive(snic_bytes_per_s, "snic_gbps", "give the storage NIC speed in Gb/s"));
-  DP_RETURN_IF_ERROR(positive(cnic_bytes_per_s, "cnic_gbps", "give the compute NIC speed in Gb/s"));
-  DP_RETURN_IF_ERROR(positive(dram_bytes_per_s, "dram_gbps", "give the node's DRAM bandwidth in Gb/s"));
-  DP_RETURN_IF_ERROR(positive(hbm_bytes, "hbm_gb", "give the GPU memory in GB"));
-  DP_RETURN_IF_ERROR(positive(fp8_flops, "fp8_tflops", "give the GPU's FP8 peak in TFLOP/s"));
-  DP_RETURN_IF_ERROR(positive(bf16_flops, "bf16_tflops", "give the GPU's BF16 peak in TFLOP/s"));
-  DP_RETURN_IF_ERROR(positive(hbm_bytes_per_s, "hbm_tbps", "give the HBM bandwidth in TB/s"));
+  constexpr double kGbps = 1e9 / 8;
+  DP_RETURN_IF_ERROR(
+      positive(snic_bytes_per_s, "snic_gbps", kGbps, "give the storage NIC speed in Gb/s"));
+  DP_RETURN_IF_ERROR(
+      positive(cnic_bytes_per_s, "cnic_gbps", kGbps, "give the compute NIC speed in Gb/s"));
+  DP_RETURN_IF_ERROR(
+      positive(dram_bytes_per_s, "dram_gbps", kGbps, "give the node's DRAM bandwidth in Gb/s"));
+  DP_RETURN_IF_ERROR(positive(hbm_bytes, "hbm_gb", 1e9, "give the GPU memory in GB"));
+  DP_RETURN_IF_ERROR(positive(fp8_flops, "fp8_tflops", 1e12, "give the GPU's FP8 peak in TFLOP/s"));
+  DP_RETURN_IF_ERROR(
+      positive(bf16_flops, "bf16_tflops", 1e12, "give the GPU's BF16 peak in TFLOP/s"));
+  DP_RETURN_IF_ERROR(
+      positive(hbm_bytes_per_s, "hbm_tbps", 1e12, "give the HBM bandwidth in TB/s"));
   return Status::ok();
 }
 

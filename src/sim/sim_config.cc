@@ -54,6 +54,11 @@ Result<std::pair<int, int>> parse_pd(std::string_view text) {
   int pn = 0, dn = 0;
   auto r1 = std::from_chars(text.data(), text.data() + p, pn);
   auto r2 = std::from_chars(text.data() + p + 1, text.data() + text.size() - 1, dn);
+  constexpr int kMaxNodes = 100000;  // cluster.prefill_nodes / decode_nodes take the same
+  if (r1.ec == std::errc::result_out_of_range || r2.ec == std::errc::result_out_of_range ||
+      (r1.ec == std::errc() && r2.ec == std::errc() && (pn > kMaxNodes || dn > kMaxNodes)))
+    return Status::invalid_argument(fmt::format(
+        "--pd '{}': at most {} prefill and {} decode nodes", text, kMaxNodes, kMaxNodes));
   if (r1.ec != std::errc() || r1.ptr != text.data() + p || r2.ec != std::errc() ||
       r2.ptr != text.data() + text.size() - 1)
     return bad();
@@ -95,8 +100,9 @@ Status SimConfig::validate() const {
   DP_RETURN_IF_ERROR(need(prefill_nodes >= 1 && decode_nodes >= 1,
                           fmt::format("cluster {}: needs at least one prefill and one decode node",
                                       pd_label())));
-  DP_RETURN_IF_ERROR(need(agents >= 1, fmt::format("agents = {}: run at least one agent "
-                                                   "(--agents N with N >= 1)", agents)));
+  DP_RETURN_IF_ERROR(need(agents >= 1 && agents <= kMaxAgents,
+                          fmt::format("agents = {}: run between 1 and {} agents (--agents N)",
+                                      agents, kMaxAgents)));
   DP_RETURN_IF_ERROR(need(block_tokens >= 1, fmt::format("block_tokens = {} must be >= 1; 64 is "
                                                          "the paper's", block_tokens)));
   DP_RETURN_IF_ERROR(need(hbm_reserved_bytes >= 0,
@@ -111,12 +117,36 @@ Status SimConfig::validate() const {
                                       SimConfig{}.basic_prefill_kv_bytes / 1e9)));
   DP_RETURN_IF_ERROR(need(pe_buffer_bytes > 0 && de_buffer_bytes > 0,
                           "cluster.pe_buffer_gb and cluster.de_buffer_gb must be positive"));
-  DP_RETURN_IF_ERROR(need(quota_s > 0, fmt::format("scheduler.quota_ms = {} must be positive "
-                                                   "(the paper uses 300)", quota_s * 1e3)));
-  DP_RETURN_IF_ERROR(need(append_scale > 0 && gen_scale > 0,
-                          "--append-scale and --gen-scale must be positive (1 = unscaled)"));
+  // Upper bounds keep typos (1e300, inf) from overflowing token counts or stalling the run.
+  DP_RETURN_IF_ERROR(need(quota_s > 0 && quota_s <= 3600,
+                          fmt::format("scheduler.quota_ms = {} must be in (0, 3600000] (the paper "
+                                      "uses 300)", quota_s * 1e3)));
+  for (auto [v, name] : {std::pair{append_scale, "--append-scale (workload.append_scale)"},
+                         std::pair{gen_scale, "--gen-scale (workload.gen_scale)"}}) {
+    DP_RETURN_IF_ERROR(need(v >= 1e-3 && v <= 1000,
+                            fmt::format("{} = {} must be between 0.001 and 1000 (1 = unscaled)",
+                                        name, v)));
+  }
+  for (auto [v, name, fix] :
+       {std::tuple{alpha_read_s, "scheduler.alpha_s", "the paper uses 3"},
+        std::tuple{beta_compute_s, "scheduler.beta_s", "the paper uses 5"},
+        std::tuple{z_factor, "scheduler.z_factor", "the paper uses 1.05"}}) {
+    DP_RETURN_IF_ERROR(need(v > 0 && v <= 1e6, fmt::format("{} = {} must be in (0, 1e6]; {}",
+                                                            name, v, fix)));
+  }
+  DP_RETURN_IF_ERROR(need(fetch_interval_s >= 1e-6 && fetch_interval_s <= 3600,
+                          fmt::format("scheduler.fetch_interval_ms = {} must be between 0.001 and "
+                                      "3600000 (default 50)",
+                                      fetch_interval_s * 1e3)));
+  for (auto [v, name] : {std::pair{pe_buffer_bytes, "cluster.pe_buffer_gb"},
+                         std::pair{de_buffer_bytes, "cluster.de_buffer_gb"},
+                         std::pair{basic_prefill_kv_bytes, "cluster.basic_prefill_kv_gb"},
+                         std::pair{hbm_reserved_bytes, "cluster.hbm_reserved_gb"}}) {
+    DP_RETURN_IF_ERROR(need(v <= 1e15, fmt::format("{} = {} GB is more than 1e6 GB; give GB, "
+                                                   "e.g. 80",
+                                                   name, v / 1e9)));
+  }
   DP_RETURN_IF_ERROR(need(read_queue_depth >= 1, "scheduler.read_queue_depth must be >= 1"));
-  DP_RETURN_IF_ERROR(need(fetch_interval_s > 0, "scheduler.fetch_interval_ms must be positive"));
   if (pe_ep_nodes < 1 || de_ep_nodes < 1)
     return Status::invalid_argument("cluster.pe_ep_nodes and de_ep_nodes must be >= 1");
   // The weights must fit in the HBM of an EP group, with the reserve and room for KV.
@@ -195,7 +225,7 @@ Status apply_config(Config& f, SimConfig& c) {
       f.integer("scheduler.read_queue_depth", c.read_queue_depth, 1, 4096, "reads in flight"));
 
   c.dataset = f.string("workload.dataset", c.dataset, "32k, 48k, 64k or weka:PATH");
-  c.agents = static_cast<int>(f.integer("workload.agents", c.agents, 1, 10'000'000, "agents"));
+  c.agents = static_cast<int>(f.integer("workload.agents", c.agents, 1, kMaxAgents, "agents"));
   c.seed = static_cast<uint64_t>(f.integer("workload.seed", static_cast<int64_t>(c.seed), 0,
                                            INT64_MAX));
   c.append_scale = f.positive_number("workload.append_scale", c.append_scale);

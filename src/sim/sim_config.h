@@ -26,6 +26,9 @@ const std::vector<std::string>& mode_names();
 Result<Mode> parse_mode(std::string_view name);
 std::string_view mode_name(Mode m);
 
+// The most agents one run takes: 48P96D runs 49,152 in ~0.5 GB, so 1 M needs ~10 GB.
+inline constexpr int kMaxAgents = 1'000'000;
+
 struct SimConfig {
   model::ModelSpec model;
   model::HardwareSpec hw;
@@ -58,7 +61,7 @@ struct SimConfig {
 
   // Workload.
   std::string dataset = "64k";
-  int agents = 1024;
+  int agents = 1024;  // 1 .. kMaxAgents
   uint64_t seed = 1;
   double append_scale = 1.0;
   double gen_scale = 1.0;
