@@ -61,5 +61,12 @@ expect_error "did you mean '--agents'" sim --agent 3
 expect_error "Could not convert: --agents = x" sim --agents x
 expect_error "did you mean 'store'" bench stor
 expect_error "unknown subcommand 'simm'; did you mean 'sim'" simm
+# A partial or overridden paper run never lands in the committed docs/results by default.
+expect_error "--out is required with --figures" paper --figures fig9 --no-plots
+expect_error "--out '': give a folder" paper --out "" --figures fig9
+expect_error "--threads 0" paper --threads 0 --out "$tmp/paper"
+expect_error "--model requires --nodes" plan --model ds27b
+expect_error "--nodes 0 is too few" plan --nodes 0
+expect_error "no split of 3 nodes" plan --nodes 3 --agents 8 --dataset 32k
 [ "$fail" -eq 0 ] && echo "passed, 0 failed"
 exit "$fail"

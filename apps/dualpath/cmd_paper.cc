@@ -2,13 +2,13 @@
 // docs/results/ (JSON, data files, PNG figures, a README with every check against the paper).
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <algorithm>
-#include <cmath>
+#include <optional>
 
 #include "apps/dualpath/calibration_flags.h"
 #include "apps/dualpath/cli_util.h"
@@ -19,8 +19,10 @@
 namespace dualpath::app {
 namespace {
 
+constexpr const char* kCommittedResults = "docs/results";
+
 struct PaperArgs {
-  std::string out = "docs/results";
+  std::optional<std::string> out;  // docs/results when absent, for the full committed run only
   std::vector<std::string> figures;
   int threads = 2;
   bool no_plots = false;
@@ -185,13 +187,27 @@ int run(const PaperArgs& a) {
       return usage_error(fmt::format("--figures: unknown figure '{}'; use fig7, fig8, fig9, fig12, "
                                      "table3", f));
   }
+  if (a.threads < 1 || a.threads > 64) {
+    return usage_error(fmt::format("--threads {}: use 1 to 64 (simulations run in parallel; each "
+                                   "takes one core and up to ~1 GB)",
+                                   a.threads));
+  }
   opt.threads = a.threads;
+  // The committed results are the full run on the committed calibration: a subset or an override
+  // written there would silently replace them, so those runs name their own folder.
+  if (!a.out && (!a.figures.empty() || a.calibration.any())) {
+    return usage_error(fmt::format(
+        "--out is required with --figures or a calibration flag: the default, {}, holds the "
+        "committed full run; e.g. --out /tmp/paper",
+        kCommittedResults));
+  }
+  const std::string out = a.out.value_or(kCommittedResults);
+  if (Status s = prepare_output_dir("--out", out); !s.is_ok()) return usage_error(s.message());
   if (a.calibration.any()) opt.adjust = [c = a.calibration](sim::SimConfig& cfg) { c.apply(cfg); };
   opt.on_run = [](const PaperRun& r, size_t done, size_t total) {
     std::fprintf(stderr, "dualpath paper: [%zu/%zu] %s %s: JCT %.0f s (%.1f s wall)\n", done, total,
                  r.figure.c_str(), r.label.c_str(), r.result.jct_s, r.result.wall_s);
   };
-  ::mkdir(a.out.c_str(), 0755);
   auto rep = sim::run_paper(opt);
   if (!rep.is_ok()) return usage_error(rep.status().message());
 
@@ -210,7 +226,7 @@ int run(const PaperArgs& a) {
                       {"high", c.high}, {"pass", c.pass}, {"note", c.note}});
     failed += c.pass ? 0 : 1;
   }
-  Status s = write_text_file(a.out + "/results.json",
+  Status s = write_text_file(out + "/results.json",
                              nlohmann::json{{"runs", runs}, {"checks", checks}}.dump(1) + "\n");
   if (!s.is_ok()) return usage_error(s.message());
 
@@ -223,7 +239,7 @@ int run(const PaperArgs& a) {
                    {"fig12", write_fig12}, {"table3", write_table3}};
     for (auto [fig, fn] : plots) {
       if (std::find(opt.figures.begin(), opt.figures.end(), fig) == opt.figures.end()) continue;
-      Status ps = fn(a.out, rep->runs);
+      Status ps = fn(out, rep->runs);
       if (!ps.is_ok()) return usage_error(fmt::format("plotting {}: {}", fig, ps.message()));
     }
   }
@@ -239,7 +255,7 @@ int run(const PaperArgs& a) {
       md + fmt::format("\n{} checks, {} failed.\n\n", rep->checks.size(), failed) +
       "![Fig. 7](fig7.png)\n![Fig. 8](fig8.png)\n![Fig. 9](fig9.png)\n![Fig. 12](fig12.png)\n"
       "![Table 3](table3.png)\n";
-  s = write_text_file(a.out + "/README.md", readme);
+  s = write_text_file(out + "/README.md", readme);
   if (!s.is_ok()) return usage_error(s.message());
   return failed == 0 ? 0 : 1;
 }
@@ -251,7 +267,9 @@ void setup(CLI::App& parent, int& exit_code) {
       "Rerun the paper's offline experiments (Fig. 7, 8, 9, 12 right, Table 3 offline) in the\n"
       "simulator, compare each with the paper, and write results.json, data files, PNG figures\n"
       "and a README into --out. Exit status 1 when a check fails. Takes a few minutes.");
-  cmd->add_option("--out", args->out, "output folder")->capture_default_str();
+  cmd->add_option("--out", args->out,
+                  "output folder (default docs/results, the committed run; required with "
+                  "--figures or a calibration flag)");
   cmd->add_option("--figures", args->figures, "subset: fig7 fig8 fig9 fig12 table3")
       ->delimiter(',');
   cmd->add_option("--threads", args->threads, "simulations run in parallel")->capture_default_str();

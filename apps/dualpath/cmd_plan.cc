@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "apps/dualpath/cli_util.h"
@@ -23,7 +24,7 @@ struct PlanArgs {
   double dram_gbps = 4000;
   std::string json_path;
   // Recommendation (optional): simulate every split of --nodes.
-  int nodes = 0;
+  std::optional<int> nodes;
   std::string model = "ds660b";
   std::string dataset = "64k";
   int agents = 1024;
@@ -35,6 +36,12 @@ nlohmann::json number_or_null(double v) {
 }
 
 int run(const PlanArgs& a) {
+  if (a.seed < 0) return usage_error(fmt::format("--seed {}: use a non-negative integer", a.seed));
+  if (!a.json_path.empty()) {
+    if (Status s = check_output_file("--json", a.json_path); !s.is_ok()) {
+      return usage_error(s.message());
+    }
+  }
   model::PdRangeInput in;
   in.gpus_per_node = a.gpus_per_node;
   in.snics_per_node = a.snics_per_node;
@@ -73,23 +80,24 @@ int run(const PlanArgs& a) {
                         {"feasible", range->feasible},
                         {"constraints", constraints}};
 
-  if (a.nodes > 0) {
+  if (a.nodes) {
     auto base = sim::default_sim_config(a.model);
     if (!base.is_ok()) return usage_error(base.status().message());
     base->dataset = a.dataset;
     base->agents = a.agents;
-    base->seed = static_cast<uint64_t>(std::max<int64_t>(0, a.seed));
+    base->seed = static_cast<uint64_t>(a.seed);
     base->hw.gpus_per_node = a.gpus_per_node;
     base->hw.snics_per_node = a.snics_per_node;
     base->hw.snic_bytes_per_s = in.snic_bytes_per_s;
     base->hw.cnic_bytes_per_s = in.cnic_bytes_per_s;
     base->hw.dram_bytes_per_s = in.dram_bytes_per_s;
-    std::printf("\nSimulating every split of %d nodes (%s, %s, %d agents, DualPath):\n", a.nodes,
+    std::printf("\nSimulating every split of %d nodes (%s, %s, %d agents, DualPath):\n", *a.nodes,
                 a.model.c_str(), a.dataset.c_str(), a.agents);
-    auto rec = sim::recommend_pd(*base, a.nodes, range->pd_min, range->pd_max,
+    auto rec = sim::recommend_pd(*base, *a.nodes, range->pd_min, range->pd_max,
                                  [](const sim::PlanCandidate& c) {
-                                   std::fprintf(stderr, "dualpath plan: %dP%dD simulated\n",
-                                                c.prefill_nodes, c.decode_nodes);
+                                   std::fprintf(stderr, "dualpath plan: %dP%dD %s\n",
+                                                c.prefill_nodes, c.decode_nodes,
+                                                c.infeasible.empty() ? "simulated" : "skipped");
                                  });
     if (!rec.is_ok()) return usage_error(rec.status().message());
     std::printf("  %-8s %8s %10s %12s %10s %s\n", "P/D", "ratio", "JCT s", "TTFT p50 s", "in range",
@@ -97,12 +105,24 @@ int run(const PlanArgs& a) {
     nlohmann::json cands = nlohmann::json::array();
     for (size_t i = 0; i < rec->candidates.size(); ++i) {
       const auto& c = rec->candidates[i];
+      std::string pd = fmt::format("{}P{}D", c.prefill_nodes, c.decode_nodes);
+      if (!c.infeasible.empty()) {
+        std::printf("  %-8s %8.3f %10s %12s %10s cannot run: %s\n", pd.c_str(),
+                    static_cast<double>(c.prefill_nodes) / c.decode_nodes, "-", "-",
+                    c.in_bottleneck_free_range ? "yes" : "no", c.infeasible.c_str());
+        cands.push_back({{"pd", pd},
+                         {"jct_s", nullptr},
+                         {"ttft_p50_s", nullptr},
+                         {"in_bottleneck_free_range", c.in_bottleneck_free_range},
+                         {"infeasible", c.infeasible}});
+        continue;
+      }
       std::printf("  %-8s %8.3f %10.1f %12.2f %10s %s\n",
-                  fmt::format("{}P{}D", c.prefill_nodes, c.decode_nodes).c_str(),
+                  pd.c_str(),
                   static_cast<double>(c.prefill_nodes) / c.decode_nodes, c.result.jct_s,
                   c.result.ttft_p50_s, c.in_bottleneck_free_range ? "yes" : "no",
                   static_cast<int>(i) == rec->best ? "<- recommended" : "");
-      cands.push_back({{"pd", fmt::format("{}P{}D", c.prefill_nodes, c.decode_nodes)},
+      cands.push_back({{"pd", pd},
                        {"jct_s", c.result.jct_s},
                        {"ttft_p50_s", c.result.ttft_p50_s},
                        {"in_bottleneck_free_range", c.in_bottleneck_free_range}});
@@ -138,12 +158,22 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--dram-gbps", args->dram_gbps, "node DRAM bandwidth, Gb/s (M)")
       ->capture_default_str();
   cmd->add_option("--json", args->json_path, "write pd_min, pd_max, constraints (and candidates)");
-  cmd->add_option("--nodes", args->nodes, "also simulate every P/D split of this many nodes");
-  cmd->add_option("--model", args->model, "model preset for --nodes")->capture_default_str();
+  CLI::Option* nodes = cmd->add_option(
+      "--nodes", args->nodes, "also simulate every P/D split of this many nodes (2..1000)");
+  // The workload flags only mean something with --nodes: given alone, they are an error rather
+  // than silently ignored.
+  cmd->add_option("--model", args->model, "model preset for --nodes")
+      ->capture_default_str()
+      ->needs(nodes);
   cmd->add_option("--dataset", args->dataset, "workload for --nodes: 32k|48k|64k|weka:PATH")
-      ->capture_default_str();
-  cmd->add_option("--agents", args->agents, "agents for --nodes")->capture_default_str();
-  cmd->add_option("--seed", args->seed, "workload seed for --nodes")->capture_default_str();
+      ->capture_default_str()
+      ->needs(nodes);
+  cmd->add_option("--agents", args->agents, "agents for --nodes")
+      ->capture_default_str()
+      ->needs(nodes);
+  cmd->add_option("--seed", args->seed, "workload seed for --nodes (non-negative)")
+      ->capture_default_str()
+      ->needs(nodes);
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }
 

@@ -10,6 +10,9 @@ Result<PlanRecommendation> recommend_pd(const SimConfig& base, int total_nodes, 
   if (total_nodes < 2)
     return Status::invalid_argument(fmt::format(
         "--nodes {} is too few: a P/D split needs at least 2 nodes (one of each)", total_nodes));
+  if (total_nodes > 1000)
+    return Status::invalid_argument(fmt::format(
+        "--nodes {} is too many: every split is simulated; use at most 1000 nodes", total_nodes));
   DP_ASSIGN_OR_RETURN(auto agents, build_agents(base));
   PlanRecommendation rec;
   for (int p = 1; p < total_nodes; ++p) {
@@ -22,12 +25,25 @@ Result<PlanRecommendation> recommend_pd(const SimConfig& base, int total_nodes, 
     c.decode_nodes = total_nodes - p;
     double ratio = static_cast<double>(p) / (total_nodes - p);
     c.in_bottleneck_free_range = ratio >= pd_min - 1e-9 && ratio <= pd_max + 1e-9;
-    DP_ASSIGN_OR_RETURN(c.result, simulate(cfg, agents));
+    if (Status s = cfg.validate(); !s.is_ok()) {
+      c.infeasible = s.message();
+    } else {
+      auto r = simulate(cfg, agents);
+      if (!r.is_ok()) return r.status().with_context(cfg.pd_label());
+      c.result = std::move(*r);
+    }
     if (on_candidate) on_candidate(c);
     rec.candidates.push_back(std::move(c));
     const auto& last = rec.candidates.back();
-    if (rec.best < 0 || last.result.jct_s < rec.candidates[static_cast<size_t>(rec.best)].result.jct_s)
+    if (last.infeasible.empty() &&
+        (rec.best < 0 ||
+         last.result.jct_s < rec.candidates[static_cast<size_t>(rec.best)].result.jct_s))
       rec.best = static_cast<int>(rec.candidates.size() - 1);
+  }
+  if (rec.best < 0) {
+    return Status::invalid_argument(fmt::format(
+        "no split of {} nodes can run; 1P{}D: {}", total_nodes, total_nodes - 1,
+        rec.candidates.front().infeasible));
   }
   return rec;
 }

@@ -3,6 +3,7 @@
 // item 2: the authors name a simulator as the tool for choosing P/D).
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "sim/experiment.h"
@@ -12,16 +13,19 @@ namespace dualpath::sim {
 struct PlanCandidate {
   int prefill_nodes = 0, decode_nodes = 0;
   bool in_bottleneck_free_range = false;
+  std::string infeasible;  // why this split cannot run (then `result` is empty), e.g. HBM
   SimResult result;
 };
 
 struct PlanRecommendation {
-  std::vector<PlanCandidate> candidates;  // every split simulated, P ascending
-  int best = -1;                          // index of the lowest JCT
+  std::vector<PlanCandidate> candidates;  // every split, P ascending, infeasible ones included
+  int best = -1;                          // index of the lowest JCT among the feasible
 };
 
-// Simulates P = 1 .. total_nodes-1 (D = total - P) with `base` otherwise unchanged.
-// `on_candidate` (optional) is called after each simulation, for progress.
+// Simulates P = 1 .. total_nodes-1 (D = total - P) with `base` otherwise unchanged. A split the
+// configuration cannot run (e.g. too few prefill GPUs to hold the weights) is kept with its
+// reason and skipped; an error only when no split can run. `on_candidate` (optional) is called
+// after each candidate, for progress.
 Result<PlanRecommendation> recommend_pd(const SimConfig& base, int total_nodes, double pd_min,
                                         double pd_max,
                                         const std::function<void(const PlanCandidate&)>& on_candidate = {});

@@ -47,5 +47,24 @@ TEST(Plan, RecommendsASplitAndSimulatesEveryCandidate) {
   }
 }
 
+TEST(Plan, SkipsSplitsThatCannotHoldTheWeightsAndSaysWhy) {
+  SimConfig cfg = *default_sim_config("ds660b");  // weights need EP groups of two nodes
+  cfg.agents = 16;
+  cfg.dataset = "32k";
+  auto rec = recommend_pd(cfg, 4, 1.0 / 7, 3.5);
+  ASSERT_TRUE(rec.is_ok()) << rec.status().to_string();
+  ASSERT_EQ(rec->candidates.size(), 3u);
+  EXPECT_NE(rec->candidates[0].infeasible.find("pe_ep_nodes"), std::string::npos);  // 1P3D
+  EXPECT_TRUE(rec->candidates[1].infeasible.empty());                              // 2P2D
+  EXPECT_NE(rec->candidates[2].infeasible.find("de_ep_nodes"), std::string::npos);  // 3P1D
+  EXPECT_EQ(rec->best, 1);
+  EXPECT_GT(rec->candidates[1].result.jct_s, 0);
+  // Three nodes leave no split with two nodes on each side: an error naming the reason.
+  auto none = recommend_pd(cfg, 3, 1.0 / 7, 3.5);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_NE(none.status().message().find("no split of 3 nodes"), std::string::npos)
+      << none.status().message();
+}
+
 }  // namespace
 }  // namespace dualpath::sim
