@@ -68,5 +68,13 @@ expect_error "--threads 0" paper --threads 0 --out "$tmp/paper"
 expect_error "--model requires --nodes" plan --model ds27b
 expect_error "--nodes 0 is too few" plan --nodes 0
 expect_error "no split of 3 nodes" plan --nodes 3 --agents 8 --dataset 32k
+expect_error "message size 0 B is out of range" bench transport --sizes 0 --transports sm
+expect_error "'-1' is not a size" bench transport --sizes -1 --transports sm
+printf '[live]\ncomptue = "modeled"\n' >"$tmp/livetypo.toml"
+expect_error "did you mean 'live.compute'" bench live --config "$tmp/livetypo.toml" --mode full
+expect_error "is a directory" sim --config "$tmp" --quiet
+expect_error "--seed -1" workload --seed -1
+expect_error "ask for 1 to 100000" workload --trajectories 100000000
+expect_error "cluster.decode_nodes = 0" demo --decode-nodes 0
 [ "$fail" -eq 0 ] && echo "passed, 0 failed"
 exit "$fail"

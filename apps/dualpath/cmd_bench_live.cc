@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,8 +31,8 @@ struct LiveArgs {
   std::string config_path;
   std::string modes = "full";
   std::string json_path;
-  int agents = -1;
-  int64_t seed = -1;
+  std::optional<int> agents;
+  std::optional<int64_t> seed;
   bool no_sim = false;
   bool quiet = false;
 };
@@ -56,8 +56,14 @@ Result<BenchConfigs> load_configs(const LiveArgs& a) {
   DP_RETURN_IF_ERROR(sim::apply_config(file, c.sim));
   DP_RETURN_IF_ERROR(engine::apply_engine_config(file, c.live));
   DP_RETURN_IF_ERROR(file.finish());
-  if (a.agents != -1) c.sim.agents = a.agents;
-  if (a.seed >= 0) c.sim.seed = static_cast<uint64_t>(a.seed);
+  if (a.agents) c.sim.agents = *a.agents;  // range-checked by validate() below
+  if (a.seed) {
+    if (*a.seed < 0) {
+      return Status::invalid_argument(
+          fmt::format("--seed {}: use a non-negative integer (default workload.seed)", *a.seed));
+    }
+    c.sim.seed = static_cast<uint64_t>(*a.seed);
+  }
   if (c.sim.think_time) {
     return Status::invalid_argument(
         "workload.think_time = true: the live benchmark replays without think time; set it to "
@@ -173,6 +179,11 @@ int run(const LiveArgs& a) {
     }
   }
   if (modes.empty()) return usage_error("--mode: name at least one of basic, full, oracle");
+  if (!a.json_path.empty()) {
+    if (Status s = check_output_file("--json", a.json_path); !s.is_ok()) {
+      return usage_error(s.message());
+    }
+  }
   auto cfgs = load_configs(a);
   if (!cfgs.is_ok()) return usage_error(cfgs.status().message());
   auto plans = sim::build_agents(cfgs->sim);

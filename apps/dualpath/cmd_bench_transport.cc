@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -24,17 +25,26 @@ using transport::TransportBenchOptions;
 Result<uint64_t> parse_size(const std::string& text) {
   size_t pos = 0;
   uint64_t value = 0;
-  try {
-    value = std::stoull(text, &pos);
-  } catch (...) {
+  auto not_a_size = [&] {
     return Status::invalid_argument(fmt::format("'{}' is not a size (e.g. 64K, 1M, 16M)", text));
+  };
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return not_a_size();
+  try {
+    value = std::stoull(text, &pos);  // (stoull alone would wrap "-1" to 2^64-1)
+  } catch (...) {
+    return not_a_size();
   }
   std::string unit = text.substr(pos);
-  if (unit.empty() || unit == "B") return value;
-  if (unit == "K" || unit == "KiB" || unit == "k") return value << 10;
-  if (unit == "M" || unit == "MiB") return value << 20;
-  if (unit == "G" || unit == "GiB") return value << 30;
-  return Status::invalid_argument(fmt::format("unknown size unit in '{}' (use K, M or G)", text));
+  int shift = -1;
+  if (unit.empty() || unit == "B") shift = 0;
+  if (unit == "K" || unit == "KiB" || unit == "k") shift = 10;
+  if (unit == "M" || unit == "MiB") shift = 20;
+  if (unit == "G" || unit == "GiB") shift = 30;
+  if (shift < 0) {
+    return Status::invalid_argument(fmt::format("unknown size unit in '{}' (use K, M or G)", text));
+  }
+  if (value > (UINT64_MAX >> shift)) return not_a_size();
+  return value << shift;
 }
 
 void setup(CLI::App& parent, int& exit_code) {
@@ -119,6 +129,12 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--peer-poll-us", peer->poll_us)->group("");
   cmd->add_option("--peer-busy-us", peer->poll_in_flight_us)->group("");
   cmd->callback([=, &exit_code] {
+    if (!json_path->empty()) {
+      if (Status st = check_output_file("--json", *json_path); !st.is_ok()) {
+        exit_code = usage_error(st.message());
+        return;
+      }
+    }
     if (peer->oob_port != 0) {
       peer->net_devices = *peer_devices == "-" ? "" : *peer_devices;
       exit_code = transport::run_transport_peer(*peer);
@@ -150,6 +166,10 @@ void setup(CLI::App& parent, int& exit_code) {
     opt->peer_args = {"bench", "transport"};
     auto report = transport::run_transport_bench(
         *opt, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    if (!report.is_ok() && report.status().is_invalid_argument()) {
+      exit_code = usage_error(report.status().message());
+      return;
+    }
     if (!report.is_ok()) {
       usage_error("bench transport: " + report.status().to_string());
       exit_code = 1;

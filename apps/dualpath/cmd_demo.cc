@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
@@ -24,10 +25,10 @@ struct DemoArgs {
   int64_t seed = 1;
   std::string json_path;
   std::string data_dir;
-  int decode_nodes = 0;
-  int engines = 0;
+  std::optional<int> decode_nodes;  // default: the config's, or 2 without one
+  std::optional<int> engines;
   int64_t first_prompt_tokens = 512;
-  double snic_gbps = -1;
+  std::optional<double> snic_gbps;
   bool sequential = false;
   bool quiet = false;
 };
@@ -37,13 +38,18 @@ int run(const DemoArgs& a) {
   if (!cfg.is_ok()) return usage_error(cfg.status().message());
   if (!a.model.empty()) cfg->model = a.model;
   if (!a.data_dir.empty()) cfg->data_paths = {a.data_dir};
-  if (a.snic_gbps >= 0) {
-    cfg->snic_gbps = a.snic_gbps;
+  if (a.snic_gbps) {
+    if (!(*a.snic_gbps >= 0 && *a.snic_gbps <= 1e6)) {
+      return usage_error(fmt::format(
+          "--snic-gbps {}: give the emulated storage NIC in Gb/s, 0 = unlimited", *a.snic_gbps));
+    }
+    cfg->snic_gbps = *a.snic_gbps;
     cfg->snic_from_hardware = false;
   }
-  if (a.engines > 0) cfg->engines_per_node = a.engines;
-  if (a.decode_nodes > 0) {
-    cfg->decode_nodes = a.decode_nodes;
+  if (a.seed < 0) return usage_error(fmt::format("--seed {}: use a non-negative integer", a.seed));
+  if (a.engines) cfg->engines_per_node = *a.engines;  // range-checked by validate() below
+  if (a.decode_nodes) {
+    cfg->decode_nodes = *a.decode_nodes;
   } else if (a.config_path.empty()) {
     cfg->decode_nodes = 2;  // 1P2D, the paper's usual shape for this demo
   }
@@ -53,6 +59,11 @@ int run(const DemoArgs& a) {
   auto path = engine::parse_path_choice(a.path);
   if (!path.is_ok()) return usage_error(path.status().message());
   if (a.sessions < 1 || a.turns < 1) return usage_error("--sessions and --turns must be >= 1");
+  if (!a.json_path.empty()) {
+    if (Status s = check_output_file("--json", a.json_path); !s.is_ok()) {
+      return usage_error(s.message());
+    }
+  }
 
   engine::ClusterOptions options;
   options.config = *cfg;

@@ -45,6 +45,7 @@ Result<sim::SimConfig> make_config(const SimArgs& a) {
   DP_ASSIGN_OR_RETURN(sim::SimConfig cfg, sim::default_sim_config(model));
   if (a.config_path) {
     DP_RETURN_IF_ERROR(sim::apply_config(file, cfg));
+    sim::ignore_live_sections(file);
     DP_RETURN_IF_ERROR(file.finish());
   }
   if (a.dataset) cfg.dataset = *a.dataset;

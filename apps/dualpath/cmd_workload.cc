@@ -5,12 +5,12 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
 #include "workload/dataset_spec.h"
 #include "workload/dataset_stats.h"
@@ -24,7 +24,7 @@ using workload::DatasetStats;
 
 struct WorkloadArgs {
   std::string dataset = "64k";
-  uint64_t seed = 1;
+  int64_t seed = 1;
   int trajectories = 500;
   double append_scale = 1.0;
   double gen_scale = 1.0;
@@ -88,17 +88,24 @@ nlohmann::json stats_json(const DatasetStats& st) {
 }
 
 int run(const WorkloadArgs& a) {
+  if (a.seed < 0) return usage_error(fmt::format("--seed {}: use a non-negative integer", a.seed));
+  if (!a.json_path.empty()) {
+    if (Status s = check_output_file("--json", a.json_path); !s.is_ok()) {
+      return usage_error(s.message());
+    }
+  }
+  const auto seed = static_cast<uint64_t>(a.seed);
   const workload::Table2Target* target = workload::find_table2_target(a.dataset);
   std::optional<workload::Table2Fit> fit;
   Result<workload::Dataset> ds = Status::internal("unset");
   if (target != nullptr) {
     // Same as load_dataset/generate_table2, but keeps the fit to print its parameters.
-    auto checked = workload::generate_table2(a.dataset, a.seed, a.trajectories);
+    auto checked = workload::generate_table2(a.dataset, seed, a.trajectories);
     if (!checked.is_ok()) return usage_error(checked.status().message());
-    fit = workload::calibrate_table2(*target, a.seed, a.trajectories);
+    fit = workload::calibrate_table2(*target, seed, a.trajectories);
     ds = std::move(checked);
   } else {
-    ds = workload::load_dataset(a.dataset, a.seed);
+    ds = workload::load_dataset(a.dataset, seed);
     if (!ds.is_ok()) return usage_error(ds.status().message());
   }
   if (a.append_scale != 1.0 || a.gen_scale != 1.0) {
@@ -109,7 +116,7 @@ int run(const WorkloadArgs& a) {
   const bool scaled = a.append_scale != 1.0 || a.gen_scale != 1.0;
 
   std::printf("dataset %s (seed %llu)\n", ds->name.c_str(),
-              static_cast<unsigned long long>(a.seed));
+              static_cast<unsigned long long>(seed));
   if (target != nullptr) {
     print_table2(st, *target);
     if (scaled) std::printf("(scaled: Table 2 describes the unscaled dataset)\n");
@@ -146,14 +153,8 @@ int run(const WorkloadArgs& a) {
                   {"iterations", fit->iterations},
                   {"max_rel_error", fit->max_rel_error}};
     }
-    std::ofstream out(a.json_path);
-    out << j.dump(2) << "\n";
-    if (!out) {
-      return usage_error(
-          fmt::format("cannot write --json file '{}'; check the directory exists "
-                      "and is writable",
-                      a.json_path));
-    }
+    Status s = write_text_file(a.json_path, j.dump(2) + "\n");
+    if (!s.is_ok()) return usage_error(s.message());
   }
   return 0;
 }

@@ -78,14 +78,20 @@ int report_parse_error(CLI::App& app, const CLI::ParseError& e, int argc, char**
   std::string message = e.what();
   std::string hint;
   if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    // CLI11 lists the unexpected words last first; a number is an option's value, not a typo.
+    std::vector<std::string> words;
     std::string list = message.substr(message.find(": ") + 2);
-    for (size_t pos = 0; pos < list.size() && hint.empty();) {
+    for (size_t pos = 0; pos < list.size();) {
       size_t end = std::min(list.find(' ', pos), list.size());
-      std::string word = list.substr(pos, end - pos);
+      words.insert(words.begin(), list.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    for (const std::string& word : words) {
+      if (word.find_first_not_of("-+.0123456789eE") == std::string::npos) continue;
       if (std::string close = suggestion(*cmd, word); !close.empty()) {
         hint = fmt::format("; did you mean '{}'?", close);
+        break;
       }
-      pos = end + 1;
     }
   } else if (!cmd->get_subcommands({}).empty() && cmd->get_subcommands().empty()) {
     // A command that needs a subcommand got none, or a word that is not one.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
@@ -40,6 +41,12 @@ Result<Config> Config::from_string(std::string_view text, std::string origin) {
 }
 
 Result<Config> Config::from_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {  // toml++ would read it as an empty document
+    return Status::invalid_argument(fmt::format(
+        "config file '{}' is a directory; give a TOML file, e.g. --config configs/emu-1p2d.toml",
+        path));
+  }
   toml::parse_result parsed = toml::parse_file(path);
   if (!parsed) {
     const auto& err = parsed.error();
@@ -217,7 +224,10 @@ Status Config::finish() const {
   for (const auto& k : keys) {
     if (read_keys_.contains(k)) continue;
     bool ignored = std::any_of(ignored_prefixes_.begin(), ignored_prefixes_.end(),
-                               [&](const std::string& p) { return k.rfind(p, 0) == 0; });
+                               [&](const std::string& p) {
+                                 return k.size() > p.size() && k.rfind(p, 0) == 0 &&
+                                        k[p.size()] == '.';
+                               });
     if (ignored) continue;
     std::string hint = closest_match(k, known);
     return Status::invalid_argument(fmt::format(

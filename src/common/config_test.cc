@@ -57,6 +57,22 @@ TEST(Config, MissingFileIsNotFound) {
   EXPECT_TRUE(cfg.status().is_not_found()) << cfg.status().to_string();
 }
 
+TEST(Config, ADirectoryIsNotAnEmptyConfig) {
+  auto cfg = Config::from_file("/tmp");
+  ASSERT_FALSE(cfg.is_ok());
+  EXPECT_NE(cfg.status().message().find("is a directory"), std::string::npos)
+      << cfg.status().message();
+}
+
+TEST(Config, AnIgnoredSectionCoversItsKeysButNotASectionSharingItsPrefix) {
+  auto cfg = Config::from_string("[store]\nblock_tokens = 64\n[storex]\na = 1\n", "c.toml");
+  ASSERT_TRUE(cfg.is_ok());
+  cfg->ignore_section("store");
+  Status s = cfg->finish();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("unknown key 'storex.a'"), std::string::npos) << s.message();
+}
+
 TEST(Config, CommaSeparatedStringIsAList) {
   auto cfg = Config::from_string("data_paths = \"/a,/b\"\n", "c.toml");
   ASSERT_TRUE(cfg.is_ok());

@@ -233,13 +233,13 @@ Status apply_config(Config& f, SimConfig& c) {
   c.think_time = f.boolean("workload.think_time", c.think_time);
 
   model::apply_efficiency_config(f, c.eff);
-
-  // Live-system sections are read by the live system.
-  f.ignore_section("store");
-  f.ignore_section("live");
-  f.ignore_section("transport");
-  f.ignore_section("emulation");
   return Status::ok();
+}
+
+void ignore_live_sections(Config& file) {
+  for (const char* section : {"store", "live", "transport", "emulation"}) {
+    file.ignore_section(section);
+  }
 }
 
 }  // namespace dualpath::sim

@@ -85,8 +85,13 @@ Result<std::pair<int, int>> parse_pd(std::string_view text);
 Result<SimConfig> default_sim_config(std::string_view model_name);
 
 // Applies a config file's sections ([model], [hardware], [cluster], [workload], [scheduler],
-// [efficiency]) over `cfg`. Sections for the live system only ([store], [live], [transport]) are
-// left to it. Errors name the key, the value and the fix.
+// [efficiency]) over `cfg`. Sections for the live system only ([store], [live], [transport],
+// [emulation]) are left to it (engine::apply_engine_config), so that a file both read has each
+// key checked by its reader. Errors name the key, the value and the fix.
 Status apply_config(Config& file, SimConfig& cfg);
+
+// For a reader of the simulator's sections alone (dualpath sim): the live system's sections are
+// not checked for unknown keys.
+void ignore_live_sections(Config& file);
 
 }  // namespace dualpath::sim

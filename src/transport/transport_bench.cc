@@ -489,6 +489,33 @@ Result<TransportBenchReport> run_transport_bench(
     return Status::invalid_argument("transport bench: no peer program to start");
   }
   if (options.sizes.empty()) return Status::invalid_argument("transport bench: no sizes");
+  // Each size is one registered buffer on both sides (in /dev/shm for sm): bounded so a typo
+  // cannot fill memory.
+  constexpr uint64_t kMaxMessage = 1ull << 30;
+  for (uint64_t size : options.sizes) {
+    if (size == 0 || size > kMaxMessage) {
+      return Status::invalid_argument(fmt::format(
+          "--sizes: message size {} B is out of range; use 1 B to 1G (e.g. 64K,1M,16M)", size));
+    }
+  }
+  if (options.bytes_per_case > (64ull << 30)) {
+    return Status::invalid_argument(fmt::format(
+        "--bytes-per-case {} B is more than 64G; use auto or e.g. 512M", options.bytes_per_case));
+  }
+  if (options.repeats < 1 || options.repeats > 1000) {
+    return Status::invalid_argument(
+        fmt::format("--repeats {}: use 1 to 1000 runs per tool and case", options.repeats));
+  }
+  if (options.isolation_probes < 1 || options.isolation_probes > 10'000'000) {
+    return Status::invalid_argument(fmt::format(
+        "--isolation-probes {}: use 1 to 10000000 round trips", options.isolation_probes));
+  }
+  if (options.traffic.chunk_bytes == 0 || options.traffic.max_inflight_bytes == 0) {
+    return Status::invalid_argument(fmt::format(
+        "--chunk-bytes {} / --max-inflight-bytes {}: both must be positive (defaults 1048576 "
+        "and 4194304)",
+        options.traffic.chunk_bytes, options.traffic.max_inflight_bytes));
+  }
   for (const auto& op : options.ops) {
     if (op != "put" && op != "get" && op != "am") {
       return Status::invalid_argument(fmt::format("unknown op '{}' (use put, get or am)", op));

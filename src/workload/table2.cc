@@ -227,10 +227,11 @@ Result<Dataset> generate_table2(std::string_view name, uint64_t seed, int trajec
     return Status::invalid_argument(fmt::format(
         "unknown Table-2 dataset '{}'; valid names are 32k, 48k, 64k (PAPER.md Table 2)", name));
   }
-  if (trajectories < 1) {
+  constexpr int kMaxTrajectories = 100'000;  // ~40 s of calibration; agents reuse trajectories
+  if (trajectories < 1 || trajectories > kMaxTrajectories) {
     return Status::invalid_argument(fmt::format(
-        "Table-2 dataset '{}' asked for {} trajectories; ask for at least 1 (the paper uses 500)",
-        name, trajectories));
+        "Table-2 dataset '{}' asked for {} trajectories; ask for 1 to {} (the paper uses 500)",
+        name, trajectories, kMaxTrajectories));
   }
   const Table2Fit fit = calibrate_table2(*target, seed, trajectories);
   if (fit.max_rel_error > kAcceptRelError) {
