@@ -76,5 +76,13 @@ expect_error "is a directory" sim --config "$tmp" --quiet
 expect_error "--seed -1" workload --seed -1
 expect_error "ask for 1 to 100000" workload --trajectories 100000000
 expect_error "cluster.decode_nodes = 0" demo --decode-nodes 0
+# An output path that is a link (like --json /dev/stdout) is written through, not replaced.
+ln -s "$tmp/target.json" "$tmp/link.json"
+if "$bin" sim --agents 4 --quiet --json "$tmp/link.json" >/dev/null 2>&1 && [ -L "$tmp/link.json" ] &&
+   grep -q '"jct_s"' "$tmp/target.json"; then
+  echo "ok: dualpath sim --json LINK writes through the link"
+else
+  echo "FAIL: dualpath sim --json LINK replaced the link or wrote nothing"; fail=1
+fi
 [ "$fail" -eq 0 ] && echo "passed, 0 failed"
 exit "$fail"

@@ -24,6 +24,24 @@ bool is_directory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// An existing path that is not a plain file: a symlink (/dev/stdout), a device, a FIFO.
+bool is_special(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+Status write_in_place(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    return Status::io_error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  }
+  out << text;
+  if (!out.flush()) {
+    return Status::io_error(fmt::format("writing '{}' failed: {}", path, std::strerror(errno)));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status write_text_file(const std::string& path, const std::string& text) {
@@ -31,6 +49,8 @@ Status write_text_file(const std::string& path, const std::string& text) {
     return Status::io_error(
         fmt::format("cannot write '{}': it is a directory; give a file name", path));
   }
+  // A rename would replace the link or device itself (`--json /dev/stdout` must print).
+  if (is_special(path)) return write_in_place(path, text);
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -64,6 +84,7 @@ Status check_output_file(const std::string& flag, const std::string& path) {
         "{} '{}' is a directory; give a file name, e.g. {} {}/out.json", flag, path, flag,
         path));
   }
+  if (is_special(path) && ::access(path.c_str(), W_OK) == 0) return Status::ok();
   std::string dir = parent_dir(path);
   if (!is_directory(dir) || ::access(dir.c_str(), W_OK) != 0) {
     return Status::invalid_argument(fmt::format(
