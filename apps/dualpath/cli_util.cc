@@ -30,10 +30,12 @@ bool is_special(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
 }
 
-Status write_in_place(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+// Writes `text` into `file` (truncating it); errors name `path`, the file the user asked for.
+Status write_to(const std::string& file, const std::string& path, const std::string& text) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
   if (!out) {
-    return Status::io_error(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+    return Status::io_error(fmt::format("cannot write '{}': {}; check that its directory exists "
+                                        "and is writable", path, std::strerror(errno)));
   }
   out << text;
   if (!out.flush()) {
@@ -50,20 +52,11 @@ Status write_text_file(const std::string& path, const std::string& text) {
         fmt::format("cannot write '{}': it is a directory; give a file name", path));
   }
   // A rename would replace the link or device itself (`--json /dev/stdout` must print).
-  if (is_special(path)) return write_in_place(path, text);
+  if (is_special(path)) return write_to(path, path, text);
   std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return Status::io_error(fmt::format("cannot write '{}': {}; check that its directory exists "
-                                          "and is writable", path, std::strerror(errno)));
-    }
-    out << text;
-    if (!out.flush()) {
-      int err = errno;
-      std::remove(tmp.c_str());
-      return Status::io_error(fmt::format("writing '{}' failed: {}", path, std::strerror(err)));
-    }
+  if (Status s = write_to(tmp, path, text); !s.is_ok()) {
+    std::remove(tmp.c_str());
+    return s;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
@@ -92,6 +85,10 @@ Status check_output_file(const std::string& flag, const std::string& path) {
         flag, path, dir));
   }
   return Status::ok();
+}
+
+Status check_output_file_if_given(const std::string& flag, const std::string& path) {
+  return path.empty() ? Status::ok() : check_output_file(flag, path);
 }
 
 Status prepare_output_dir(const std::string& flag, const std::string& dir) {

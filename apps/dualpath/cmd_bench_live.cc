@@ -179,10 +179,8 @@ int run(const LiveArgs& a) {
     }
   }
   if (modes.empty()) return usage_error("--mode: name at least one of basic, full, oracle");
-  if (!a.json_path.empty()) {
-    if (Status s = check_output_file("--json", a.json_path); !s.is_ok()) {
-      return usage_error(s.message());
-    }
+  if (Status s = check_output_file_if_given("--json", a.json_path); !s.is_ok()) {
+    return usage_error(s.message());
   }
   auto cfgs = load_configs(a);
   if (!cfgs.is_ok()) return usage_error(cfgs.status().message());

@@ -129,11 +129,9 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--peer-poll-us", peer->poll_us)->group("");
   cmd->add_option("--peer-busy-us", peer->poll_in_flight_us)->group("");
   cmd->callback([=, &exit_code] {
-    if (!json_path->empty()) {
-      if (Status st = check_output_file("--json", *json_path); !st.is_ok()) {
-        exit_code = usage_error(st.message());
-        return;
-      }
+    if (Status st = check_output_file_if_given("--json", *json_path); !st.is_ok()) {
+      exit_code = usage_error(st.message());
+      return;
     }
     if (peer->oob_port != 0) {
       peer->net_devices = *peer_devices == "-" ? "" : *peer_devices;

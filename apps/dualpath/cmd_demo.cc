@@ -59,10 +59,8 @@ int run(const DemoArgs& a) {
   auto path = engine::parse_path_choice(a.path);
   if (!path.is_ok()) return usage_error(path.status().message());
   if (a.sessions < 1 || a.turns < 1) return usage_error("--sessions and --turns must be >= 1");
-  if (!a.json_path.empty()) {
-    if (Status s = check_output_file("--json", a.json_path); !s.is_ok()) {
-      return usage_error(s.message());
-    }
+  if (Status s = check_output_file_if_given("--json", a.json_path); !s.is_ok()) {
+    return usage_error(s.message());
   }
 
   engine::ClusterOptions options;

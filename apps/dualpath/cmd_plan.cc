@@ -37,10 +37,8 @@ nlohmann::json number_or_null(double v) {
 
 int run(const PlanArgs& a) {
   if (a.seed < 0) return usage_error(fmt::format("--seed {}: use a non-negative integer", a.seed));
-  if (!a.json_path.empty()) {
-    if (Status s = check_output_file("--json", a.json_path); !s.is_ok()) {
-      return usage_error(s.message());
-    }
+  if (Status s = check_output_file_if_given("--json", a.json_path); !s.is_ok()) {
+    return usage_error(s.message());
   }
   model::PdRangeInput in;
   in.gpus_per_node = a.gpus_per_node;
@@ -162,18 +160,13 @@ void setup(CLI::App& parent, int& exit_code) {
       "--nodes", args->nodes, "also simulate every P/D split of this many nodes (2..1000)");
   // The workload flags only mean something with --nodes: given alone, they are an error rather
   // than silently ignored.
-  cmd->add_option("--model", args->model, "model preset for --nodes")
-      ->capture_default_str()
-      ->needs(nodes);
-  cmd->add_option("--dataset", args->dataset, "workload for --nodes: 32k|48k|64k|weka:PATH")
-      ->capture_default_str()
-      ->needs(nodes);
-  cmd->add_option("--agents", args->agents, "agents for --nodes")
-      ->capture_default_str()
-      ->needs(nodes);
-  cmd->add_option("--seed", args->seed, "workload seed for --nodes (non-negative)")
-      ->capture_default_str()
-      ->needs(nodes);
+  for (CLI::Option* o :
+       {cmd->add_option("--model", args->model, "model preset for --nodes"),
+        cmd->add_option("--dataset", args->dataset, "workload for --nodes: 32k|48k|64k|weka:PATH"),
+        cmd->add_option("--agents", args->agents, "agents for --nodes"),
+        cmd->add_option("--seed", args->seed, "workload seed for --nodes (non-negative)")}) {
+    o->capture_default_str()->needs(nodes);
+  }
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }
 

@@ -89,10 +89,8 @@ nlohmann::json stats_json(const DatasetStats& st) {
 
 int run(const WorkloadArgs& a) {
   if (a.seed < 0) return usage_error(fmt::format("--seed {}: use a non-negative integer", a.seed));
-  if (!a.json_path.empty()) {
-    if (Status s = check_output_file("--json", a.json_path); !s.is_ok()) {
-      return usage_error(s.message());
-    }
+  if (Status s = check_output_file_if_given("--json", a.json_path); !s.is_ok()) {
+    return usage_error(s.message());
   }
   const auto seed = static_cast<uint64_t>(a.seed);
   const workload::Table2Target* target = workload::find_table2_target(a.dataset);
