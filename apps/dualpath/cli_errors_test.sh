@@ -76,6 +76,8 @@ expect_error "is a directory" sim --config "$tmp" --quiet
 expect_error "--seed -1" workload --seed -1
 expect_error "ask for 1 to 100000" workload --trajectories 100000000
 expect_error "cluster.decode_nodes = 0" demo --decode-nodes 0
+printf '[emulation]\nsnic_gpbs = 8\n' >"$tmp/emutypo.toml"
+expect_error "did you mean 'emulation.snic_gbps'" demo --config "$tmp/emutypo.toml"
 # An output path that is a link (like --json /dev/stdout) is written through, not replaced.
 ln -s "$tmp/target.json" "$tmp/link.json"
 if "$bin" sim --agents 4 --quiet --json "$tmp/link.json" >/dev/null 2>&1 && [ -L "$tmp/link.json" ] &&
