@@ -235,22 +235,33 @@ std::vector<PaperCheck> paper_checks(const std::vector<PaperRun>& runs) {
           0.0, 1.0, "the bottleneck moves to GPU compute");
   }
   // Table 3 offline: 2P4D/2,048 agents vs 48P96D/49,152 agents. The paper does not name the
-  // dataset; its 3,167 s is checked against the dataset that comes closest.
+  // dataset. Its 3,167 s is compared scale-free, against the same system's Fig. 7 point (DS 660B
+  // 64K 2P4D DualPath, 1,024 agents: 2,917 s), because the simulator's absolute seconds are not
+  // fitted to the paper's (docs/calibration.md: its linear MFU is DeepSeek's published rate);
+  // the dataset whose ratio comes closest is named, with its absolute JCT.
   {
+    constexpr double kPaperTable3 = 3167.0, kPaperFig7Full1024 = 2917.0;
+    const double fig7_full = jct("fig7", base("ds660b", "64k", 2, 4, 1024, Mode::kFull, 1));
     std::string best_ds;
-    double best = std::nan("");
+    double best = std::nan(""), best_abs = std::nan("");
     for (const char* ds : {"32k", "48k", "64k"}) {
       double small = jct("table3", base("ds660b", ds, 2, 4, 2048, Mode::kFull, 1));
       double large = jct("table3", base("ds660b", ds, 48, 96, 49152, Mode::kFull, 1));
       check(fmt::format("table3 {} JCT(48P96D, 49152)/JCT(2P4D, 2048)", ds), large / small,
             3201.0 / 3167.0, 0.95, 1.05, "within 5 % of each other");
-      if (!std::isnan(small) && (std::isnan(best) || std::abs(small - 3167) < std::abs(best - 3167))) {
-        best = small;
+      const double r = small / fig7_full, target = kPaperTable3 / kPaperFig7Full1024;
+      if (!std::isnan(r) && (std::isnan(best) || std::abs(r - target) < std::abs(best - target))) {
+        best = r;
+        best_abs = small;
         best_ds = ds;
       }
     }
-    rel(fmt::format("table3 JCT(2P4D, 2048) of the closest dataset ({}) vs 3,167 s", best_ds), best,
-        3167, 0.15, "the paper does not say which dataset Table 3 used");
+    rel(fmt::format("table3 JCT(2P4D, 2048) of the closest dataset ({}) / JCT(fig7 full, 64k, 1024)",
+                    best_ds),
+        best, kPaperTable3 / kPaperFig7Full1024, 0.15,
+        fmt::format("the paper does not say which dataset Table 3 used; ours {:.0f} s vs 3,167 s, "
+                    "DualPath 64k 1,024 agents {:.0f} s vs 2,917 s",
+                    best_abs, fig7_full));
   }
   return checks;
 }

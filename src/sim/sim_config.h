@@ -42,9 +42,10 @@ struct SimConfig {
   double pe_buffer_bytes = 80e9;  // DRAM buffer per PE node (PAPER.md §3: 80 GB, Qwen 320 GB)
   double de_buffer_bytes = 80e9;
   double hbm_reserved_bytes = 10e9;  // per GPU, for activations and workspace
-  // HBM per PE GPU that a non-layerwise (Basic) prefill batch may fill with KV. Fitted to the
-  // Basic JCT of PAPER.md Fig. 7 (DS 660B 64K 2P4D, 1024 agents: ~5,365 s); docs/calibration.md.
-  double basic_prefill_kv_bytes = 3.4e9;
+  // HBM per PE GPU that a non-layerwise (Basic) prefill batch may fill with KV. Fitted, with
+  // efficiency.storage_efficiency, to the ablation of PAPER.md Fig. 12 right (DS 660B 64K 2P4D,
+  // 1,024 and 2,048 agents; least squares); docs/calibration.md.
+  double basic_prefill_kv_bytes = 3.65e9;
   int block_tokens = 64;
 
   // Scheduler (PAPER.md §8.5).
