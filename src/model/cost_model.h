@@ -24,7 +24,8 @@
 
 namespace dualpath::model {
 
-// The named efficiency factors. Defaults are the values fitted once (docs/calibration.md).
+// The named efficiency factors. Defaults are the values fitted once or taken from published
+// rates (docs/calibration.md).
 struct Efficiency {
   // Fraction of tensor peak reached by projections, FFN and MoE in prefill. Not fitted to the
   // paper: DeepSeek's published V3/R1 serving rate, 73.7K input tokens/s per H800 node with 56.3 %
