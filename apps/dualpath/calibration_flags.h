@@ -24,7 +24,8 @@ struct CalibrationFlags {
   std::optional<double> basic_kv_gb;
 
   void add_to(CLI::App* cmd) {
-    cmd->add_option("--linear-mfu", linear_mfu, "override the linear-layer MFU (DeepSeek's published rate)");
+    cmd->add_option("--linear-mfu", linear_mfu,
+                    "override the linear-layer MFU (DeepSeek's published rate)");
     cmd->add_option("--attention-mfu", attention_mfu,
                     "override the attention MFU (FlashMLA's published sparse-prefill rate)");
     cmd->add_option("--storage-efficiency", storage_efficiency,
