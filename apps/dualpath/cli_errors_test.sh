@@ -78,6 +78,29 @@ expect_error "ask for 1 to 100000" workload --trajectories 100000000
 expect_error "cluster.decode_nodes = 0" demo --decode-nodes 0
 printf '[emulation]\nsnic_gpbs = 8\n' >"$tmp/emutypo.toml"
 expect_error "did you mean 'emulation.snic_gbps'" demo --config "$tmp/emutypo.toml"
+# Online runs and the capacity search (issue 16): one line naming the key and the fix, exit 2.
+expect_exit2() {  # expect_exit2 "what it must mention" args...
+  "$bin" "${@:2}" >/dev/null 2>&1
+  local rc=$?
+  [ "$rc" -eq 2 ] || { echo "FAIL: dualpath ${*:2} exited $rc, want 2"; fail=1; }
+  expect_error "$@"
+}
+expect_exit2 "--aps 0: the arrival rate must be a positive" sim --aps 0 --quiet
+expect_exit2 "--aps -0.5: the arrival rate must be a positive" sim --aps -0.5 --quiet
+expect_exit2 "online.slo_ttft_s = 0 (--slo-ttft)" sim --aps 0.1 --slo-ttft 0 --quiet
+expect_exit2 "online.slo_tpot_ms = -5 (--slo-tpot)" sim --aps 0.1 --slo-tpot -5 --quiet
+expect_exit2 "online.slo_statistic = 'p95'" sim --aps 0.1 --slo-statistic p95 --quiet
+expect_exit2 "online.duration_s = 0 (--duration)" sim --aps 0.1 --duration 0 --quiet
+expect_exit2 "--agents is for offline runs" sim --aps 0.1 --agents 5 --quiet
+printf '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [0, 1]}\n{"timestamp": 5, "input_length": 600}\n' >"$tmp/moon.jsonl"
+expect_exit2 "moon.jsonl:2: 'output_length'" sim --dataset mooncake:"$tmp/moon.jsonl" --quiet
+expect_exit2 "trace's timestamps set the arrivals" sim --dataset mooncake:"$tmp/moon.jsonl" --aps 1 --quiet
+expect_exit2 "--time-scale applies to traces" sim --time-scale 2 --quiet
+expect_exit2 "no arrival rate meets the SLO" capacity --model ds27b --dataset 32k --slo-tpot 1 --quiet
+expect_exit2 "--tolerance 0" capacity --tolerance 0
+expect_exit2 "replays at its own timestamps" capacity --dataset mooncake:"$tmp/moon.jsonl"
+printf '[online]\naps = -1\n' >"$tmp/aps.toml"
+expect_exit2 "online.aps" sim --config "$tmp/aps.toml" --quiet
 # An output path that is a link (like --json /dev/stdout) is written through, not replaced.
 ln -s "$tmp/target.json" "$tmp/link.json"
 if "$bin" sim --agents 4 --quiet --json "$tmp/link.json" >/dev/null 2>&1 && [ -L "$tmp/link.json" ] &&

@@ -6,9 +6,10 @@
 
 namespace dualpath {
 
-double percentile(std::vector<double> samples, double q) {
-  if (samples.empty()) return 0.0;
-  std::sort(samples.begin(), samples.end());
+namespace {
+
+// Linear interpolation between closest ranks of an already sorted, non-empty sample.
+double sorted_percentile(const std::vector<double>& samples, double q) {
   q = std::clamp(q, 0.0, 1.0);
   double pos = q * static_cast<double>(samples.size() - 1);
   auto lo = static_cast<size_t>(std::floor(pos));
@@ -17,11 +18,38 @@ double percentile(std::vector<double> samples, double q) {
   return samples[lo] + (samples[hi] - samples[lo]) * frac;
 }
 
+}  // namespace
+
+double percentile(std::vector<double> samples, double q) {
+  if (samples.empty()) return 0.0;
+  std::sort(samples.begin(), samples.end());
+  return sorted_percentile(samples, q);
+}
+
 double median(std::vector<double> samples) { return percentile(std::move(samples), 0.5); }
 
 double mean(const std::vector<double>& samples) {
   if (samples.empty()) return 0.0;
   return std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(samples.size());
+}
+
+double LatencyStats::get(std::string_view statistic) const {
+  if (statistic == "p50") return p50;
+  if (statistic == "p90") return p90;
+  if (statistic == "p99") return p99;
+  return mean;
+}
+
+LatencyStats summarize(std::vector<double> samples) {
+  LatencyStats s;
+  if (samples.empty()) return s;
+  s.count = static_cast<int64_t>(samples.size());
+  s.mean = mean(samples);
+  std::sort(samples.begin(), samples.end());
+  s.p50 = sorted_percentile(samples, 0.5);
+  s.p90 = sorted_percentile(samples, 0.9);
+  s.p99 = sorted_percentile(samples, 0.99);
+  return s;
 }
 
 }  // namespace dualpath

@@ -15,5 +15,19 @@ TEST(Percentiles, InterpolatesBetweenRanks) {
 
 TEST(Percentiles, EmptySampleIsZero) { EXPECT_DOUBLE_EQ(percentile({}, 0.99), 0.0); }
 
+TEST(LatencyStats, SummarizesMeanAndPercentilesOfTheSamples) {
+  std::vector<double> v;
+  for (int i = 100; i >= 1; --i) v.push_back(i);  // unsorted on purpose
+  LatencyStats s = summarize(v);
+  EXPECT_EQ(s.count, 100);
+  EXPECT_DOUBLE_EQ(s.mean, 50.5);
+  EXPECT_DOUBLE_EQ(s.p50, 50.5);
+  EXPECT_NEAR(s.p90, 90.1, 1e-9);
+  EXPECT_NEAR(s.p99, 99.01, 1e-9);
+  EXPECT_DOUBLE_EQ(s.get("p99"), s.p99);
+  EXPECT_DOUBLE_EQ(s.get("mean"), s.mean);
+  EXPECT_EQ(summarize({}).count, 0);
+}
+
 }  // namespace
 }  // namespace dualpath

@@ -30,6 +30,7 @@ enum Kind : uint32_t {
   kPassDone,     // a = PE group
   kDecodeStart,  // a = agent: the KV is in DE HBM
   kDecodeDone,   // a = DE engine, b = server version
+  kCheck,        // online: the stop rule and the working-set sample
 };
 
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
@@ -49,7 +50,23 @@ struct Req {
   uint32_t pe = kNone, de = kNone;
   ReadPath path = ReadPath::kPe;
   bool read_done = false, streamed_hit = false, hbm_reserved = false, prefilled = false;
-  double t_arrive = 0, t_assigned = 0, t_admitted = 0, t_read_done = 0, t_first = 0, t_decode = 0;
+  // t_pe: the PE is assigned; t_assigned: the DE too (its HBM reserved in scheduled modes);
+  // t_admitted: the DRAM buffer took the read; t_read_start: the SNIC started serving it.
+  // t_pass: its first forward pass starts (-1 until then).
+  double t_arrive = 0, t_pe = 0, t_assigned = 0, t_admitted = 0, t_read_start = 0,
+         t_read_done = 0, t_pass = -1, t_first = 0, t_decode = 0;
+};
+
+// One request's first token: its TTFT and the parts of it (TtftBreakdown), at time t.
+struct FirstToken {
+  double t;
+  float ttft, scheduler_queue, read_queue, engine_queue, hbm_wait, buffer_wait, read, prefill;
+};
+
+// A latency sample at time t (TTST at the second token, TPOT at the turn's end).
+struct Sample {
+  double t;
+  float v;
 };
 
 struct Node {
@@ -140,9 +157,13 @@ class ClusterSim {
   void on_decode_done(uint32_t de, uint64_t version);
   void finish_turn(uint32_t a);
   void write_bytes(uint32_t node, double bytes);
+  void record_first_token(const Req& r);
+  void on_check();
+  double window_statistic(double from, double to) const;
   void reschedule_writes(uint32_t node);
   void on_write_done(uint32_t node, uint64_t version);
   SimResult collect(double wall_s);
+  void collect_latencies(SimResult& res) const;
 
   const SimConfig& cfg_;
   const std::vector<AgentPlan>& agents_;
@@ -168,11 +189,32 @@ class ClusterSim {
   double de_hbm_budget_ = 0, pe_hbm_budget_ = 0;
   int de_ep_gpus_ = 1;
 
-  // Metrics.
+  // Metrics. Online, the logs keep only the last window (trimmed at each check).
   int64_t turns_total_ = 0, turns_done_ = 0;
   int agents_left_ = 0;
-  std::vector<double> ttft_, ttst_, tpot_, t_sched_, t_read_, t_buffer_wait_, t_prefill_;
+  std::deque<FirstToken> first_tokens_;
+  std::deque<Sample> ttst_, tpot_;
+  std::deque<Sample> turn_time_;  // arrival to the end of the turn, at its end
   std::vector<double> agent_finish_;
+
+  // Online (cfg_.online.enabled() or a timestamped trace).
+  bool online_ = false, trace_ = false, stopped_ = false;
+  std::string stop_reason_;
+  std::vector<double> window_stat_;  // the stop rule's TTFT statistic at each check (NaN: none)
+  struct Gauge {
+    double t;
+    double live_kv_tokens;
+    int running;
+  };
+  std::vector<Gauge> gauges_;         // sampled at each check
+  std::vector<int64_t> agent_kv_tokens_;  // tokens of KV the agent has stored (its context)
+  double live_kv_tokens_ = 0;
+  int64_t agents_arrived_ = 0, agents_finished_ = 0;
+  double finished_time_sum_ = 0, arrived_length_sum_ = 0;
+  double arrived_turns_sum_ = 0, arrived_think_sum_ = 0;
+  // Content-addressed traces: which blocks are stored.
+  std::vector<bool> stored_block_;
+  int64_t stored_blocks_ = 0;
   HopBytes hops_;
   double prompt_tokens_ = 0, hit_tokens_ = 0, storage_write_ = 0;
   int64_t pe_path_ = 0, de_path_ = 0;
@@ -257,6 +299,15 @@ void ClusterSim::build() {
 
   reqs_.resize(agents_.size());
   agent_finish_.assign(agents_.size(), 0.0);
+  agent_kv_tokens_.assign(agents_.size(), 0);
+  for (const auto& ag : agents_) {
+    if (ag.prefix_blocks.empty()) continue;
+    trace_ = true;
+    for (uint32_t b : ag.prefix_blocks)
+      if (b >= stored_block_.size()) stored_block_.resize(static_cast<size_t>(b) + 1, false);
+  }
+  online_ = trace_ || cfg_.online.enabled();
+  if (online_) events_.push(cfg_.online.check_interval_s, kCheck, 0);
   agents_left_ = static_cast<int>(agents_.size());
   for (uint32_t a = 0; a < agents_.size(); ++a) {
     turns_total_ += static_cast<int64_t>(agents_[a].turns.size());
@@ -273,7 +324,23 @@ void ClusterSim::on_arrive(uint32_t a) {
   r.turn += 1;
   const workload::TurnShape& t = agents_[a].turns[static_cast<size_t>(r.turn)];
   r.prompt = t.prompt_tokens;
-  r.hit = hit_tokens(t, cfg_.block_tokens);
+  const AgentPlan& plan = agents_[a];
+  if (plan.prefix_blocks.empty()) {
+    r.hit = hit_tokens(t, cfg_.block_tokens);
+  } else {
+    // Content-addressed: the leading full blocks that earlier requests have stored.
+    const int64_t full = r.prompt / plan.prefix_block_tokens;
+    int64_t lead = 0;
+    while (lead < full && stored_block_[plan.prefix_blocks[static_cast<size_t>(lead)]]) ++lead;
+    r.hit = lead * plan.prefix_block_tokens / cfg_.block_tokens * cfg_.block_tokens;
+  }
+  if (r.turn == 0) {
+    ++agents_arrived_;
+    const workload::TurnShape& last = plan.turns.back();
+    arrived_length_sum_ += static_cast<double>(last.prompt_tokens + last.gen_tokens);
+    arrived_turns_sum_ += static_cast<double>(plan.turns.size());
+    for (double think : plan.think_s) arrived_think_sum_ += think;
+  }
   r.gen = std::max<int64_t>(1, t.gen_tokens);
   r.new_left = r.prompt - r.hit;
   r.cached = r.hit;
@@ -284,6 +351,8 @@ void ClusterSim::on_arrive(uint32_t a) {
   r.pe = r.de = kNone;
   r.read_done = r.streamed_hit = r.hbm_reserved = r.prefilled = false;
   r.t_arrive = now_;
+  r.t_pe = r.t_assigned = r.t_admitted = r.t_read_start = r.t_read_done = now_;
+  r.t_pass = -1;
   prompt_tokens_ += static_cast<double>(r.prompt);
   hit_tokens_ += static_cast<double>(r.hit);
   // The compute floor: this turn's prefill at the best batching (no fixed pass cost).
@@ -312,10 +381,15 @@ double ClusterSim::chain_floor() const {
   }
   double floor = 0;
   for (const AgentPlan& plan : agents_) {
-    double t = plan.start_s;
+    double t = online_ ? 0.0 : plan.start_s;  // online: the longest lifetime, not its end
     for (size_t i = 0; i < plan.turns.size(); ++i) {
       const workload::TurnShape& turn = plan.turns[i];
-      const int64_t hit = hit_tokens(turn, cfg_.block_tokens);
+      // A trace request hits at most its full prefix blocks (earlier requests stored them).
+      const int64_t hit =
+          plan.prefix_blocks.empty()
+              ? hit_tokens(turn, cfg_.block_tokens)
+              : turn.prompt_tokens / plan.prefix_block_tokens * plan.prefix_block_tokens /
+                    cfg_.block_tokens * cfg_.block_tokens;
       const int64_t fresh = turn.prompt_tokens - hit;
       double prefill = std::numeric_limits<double>::infinity();
       const double attention = cost_.attention_s({hit, fresh});
@@ -424,6 +498,7 @@ void ClusterSim::on_tick() {
 void ClusterSim::assign_pe(uint32_t a, uint32_t pe) {
   Req& r = reqs_[a];
   r.pe = pe;
+  r.t_pe = now_;
   PeEngine& e = pes_[pe];
   e.fifo.push_back(a);
   e.tok += r.prompt;
@@ -446,7 +521,7 @@ void ClusterSim::assign_de(uint32_t a, uint32_t de, bool reserve_now) {
 
 void ClusterSim::after_assigned(uint32_t a) {
   Req& r = reqs_[a];
-  r.t_assigned = now_;
+  r.t_assigned = r.t_admitted = r.t_read_start = now_;
   if (oracle()) {
     read_finished(a);
     return;
@@ -468,6 +543,7 @@ void ClusterSim::start_read(uint32_t a, uint32_t node) {
   Req& r = reqs_[a];
   (r.path == ReadPath::kPe ? pe_path_ : de_path_) += 1;
   if (r.hit == 0) {
+    r.t_admitted = r.t_read_start = now_;
     read_finished(a);
     return;
   }
@@ -485,10 +561,11 @@ void ClusterSim::start_read(uint32_t a, uint32_t node) {
 
 void ClusterSim::admit_read(uint32_t a, uint32_t node) {
   Node& nd = nodes_[node];
-  nd.buffer_used += reqs_[a].hit_bytes;
-  reqs_[a].t_admitted = now_;
+  Req& r = reqs_[a];
+  nd.buffer_used += r.hit_bytes;
+  r.t_admitted = r.t_read_start = now_;
   nd.reads.advance(now_);
-  nd.reads.add(a, reqs_[a].hit_bytes);
+  if (!nd.reads.add(a, r.hit_bytes)) r.t_read_start = -1;  // set when a slot frees
   reschedule_reads(node);
 }
 
@@ -520,7 +597,9 @@ void ClusterSim::on_read_done(uint32_t node, uint64_t version) {
   Node& nd = nodes_[node];
   if (version != nd.reads.version()) return;  // superseded by a later change
   nd.reads.advance(now_);
-  uint32_t a = nd.reads.pop();
+  uint32_t admitted = kNone;
+  uint32_t a = nd.reads.pop(&admitted);
+  if (admitted != kNone) reqs_[admitted].t_read_start = now_;
   Req& r = reqs_[a];
   nd.read_q_tokens -= r.hit;
   (nd.prefill ? hops_.storage_read_pe : hops_.storage_read_de) += r.hit_bytes;
@@ -579,6 +658,9 @@ void ClusterSim::try_start_pass(uint32_t gi) {
     }
     if (batch.empty()) continue;
     any = true;
+    for (const auto& it : batch) {
+      if (reqs_[it.agent].t_pass < 0) reqs_[it.agent].t_pass = now_;
+    }
     engine_passes_ += 1;
     batched_requests_ += static_cast<double>(batch.size());
     ready_requests_ += static_cast<double>(n_ready);
@@ -660,6 +742,7 @@ void ClusterSim::prefill_finished(uint32_t a) {
   Req& r = reqs_[a];
   r.prefilled = true;
   r.t_first = now_;  // the PE samples the first token at the end of the last layer
+  record_first_token(r);
   if (r.path == ReadPath::kPe && !oracle() && r.hit > 0) {
     Node& nd = nodes_[pe_node_of(r.pe)];
     nd.buffer_used -= r.hit_bytes;
@@ -715,7 +798,7 @@ void ClusterSim::on_decode_start(uint32_t a) {
   e.decode.advance(now_);
   double step = cost_.decode_step_s(static_cast<int>(e.decode.active()) + 1,
                                     e.ctx_sum + static_cast<double>(r.prompt), de_ep_gpus_);
-  ttst_.push_back(now_ + step - r.t_arrive);
+  ttst_.push_back({now_ + step, static_cast<float>(now_ + step - r.t_first)});
   if (r.gen <= 1) {
     finish_turn(a);
     return;
@@ -754,12 +837,9 @@ void ClusterSim::finish_turn(uint32_t a) {
   e.seq -= 1;
   grant_reservations(r.de);
 
-  ttft_.push_back(r.t_first - r.t_arrive);
-  t_sched_.push_back(r.t_assigned - r.t_arrive);
-  t_read_.push_back(std::max(0.0, r.t_read_done - r.t_assigned));
-  t_buffer_wait_.push_back(r.hit > 0 && !oracle() ? r.t_admitted - r.t_assigned : 0.0);
-  t_prefill_.push_back(r.t_first - std::max(r.t_read_done, r.t_assigned));
-  if (r.gen > 1) tpot_.push_back((now_ - r.t_decode) / static_cast<double>(r.gen - 1));
+  turn_time_.push_back({now_, static_cast<float>(now_ - r.t_arrive)});
+  if (r.gen > 1)
+    tpot_.push_back({now_, static_cast<float>((now_ - r.t_decode) / static_cast<double>(r.gen - 1))});
   auto bucket = static_cast<size_t>(now_ / cfg_.timeseries_bucket_s);
   if (prompt_by_bucket_.size() <= bucket) prompt_by_bucket_.resize(bucket + 1, 0.0);
   prompt_by_bucket_[bucket] += static_cast<double>(r.prompt);
@@ -767,11 +847,32 @@ void ClusterSim::finish_turn(uint32_t a) {
   // Persist the full blocks this turn added (prompt tail and generated tokens) through the DE
   // node's storage NIC; the next turn's hit is exactly the blocks stored so far.
   const int64_t block = cfg_.block_tokens;
-  int64_t new_blocks = (r.prompt + r.gen) / block - r.hit / block;
-  if (!oracle() && new_blocks > 0) write_bytes(de_node_of(r.de), kv_bytes(new_blocks * block));
+  const AgentPlan& plan = agents_[a];
+  if (plan.prefix_blocks.empty()) {
+    int64_t new_blocks = (r.prompt + r.gen) / block - r.hit / block;
+    if (!oracle() && new_blocks > 0) write_bytes(de_node_of(r.de), kv_bytes(new_blocks * block));
+    // The agent's KV in the store is now its whole context, read again by its next turn.
+    const int64_t kv = (r.prompt + r.gen) / block * block;
+    live_kv_tokens_ += static_cast<double>(kv - agent_kv_tokens_[a]);
+    agent_kv_tokens_[a] = kv;
+  } else {
+    // Content-addressed: the prompt's full blocks not stored yet (another request may have
+    // stored some of them meanwhile). Generated tokens have no ids in the trace: no later
+    // request can name them, so they are not stored.
+    int64_t fresh = 0;
+    const int64_t full = r.prompt / plan.prefix_block_tokens;
+    for (int64_t b = 0; b < full; ++b) {
+      auto id = plan.prefix_blocks[static_cast<size_t>(b)];
+      if (stored_block_[id]) continue;
+      stored_block_[id] = true;
+      ++fresh;
+    }
+    stored_blocks_ += fresh;
+    live_kv_tokens_ += static_cast<double>(fresh * plan.prefix_block_tokens);
+    if (!oracle() && fresh > 0) write_bytes(de_node_of(r.de), kv_bytes(fresh * plan.prefix_block_tokens));
+  }
 
   ++turns_done_;
-  const AgentPlan& plan = agents_[a];
   if (static_cast<size_t>(r.turn + 1) < plan.turns.size()) {
     double think = static_cast<size_t>(r.turn + 1) < plan.think_s.size()
                        ? plan.think_s[static_cast<size_t>(r.turn + 1)]
@@ -780,7 +881,71 @@ void ClusterSim::finish_turn(uint32_t a) {
   } else {
     agent_finish_[a] = now_;
     --agents_left_;
+    ++agents_finished_;
+    finished_time_sum_ += now_ - plan.start_s;
+    if (plan.prefix_blocks.empty()) {
+      live_kv_tokens_ -= static_cast<double>(agent_kv_tokens_[a]);
+      agent_kv_tokens_[a] = 0;
+    }
   }
+}
+
+void ClusterSim::record_first_token(const Req& r) {
+  // Each part is the gap between two of the request's timestamps (see TtftBreakdown); a read
+  // that never queued has t_read_start == t_admitted.
+  const double read_start = r.t_read_start >= 0 ? r.t_read_start : r.t_admitted;
+  first_tokens_.push_back(FirstToken{
+      now_, static_cast<float>(r.t_first - r.t_arrive), static_cast<float>(r.t_pe - r.t_arrive),
+      static_cast<float>(read_start - r.t_admitted), static_cast<float>(r.t_pass - r.t_read_done),
+      static_cast<float>(r.t_assigned - r.t_pe), static_cast<float>(r.t_admitted - r.t_assigned),
+      static_cast<float>(r.t_read_done - read_start), static_cast<float>(r.t_first - r.t_pass)});
+}
+
+double ClusterSim::window_statistic(double from, double to) const {
+  std::vector<double> v;
+  for (auto it = first_tokens_.rbegin(); it != first_tokens_.rend() && it->t > from; ++it) {
+    if (it->t <= to) v.push_back(it->ttft);
+  }
+  if (v.empty()) return std::nan("");
+  return summarize(std::move(v)).get(cfg_.online.slo_statistic);
+}
+
+// Online: every check_interval_s, sample the working set and apply the stop rule of PAPER.md §9
+// (OnlineConfig). A timestamped trace runs to its end (or the duration cap) instead.
+void ClusterSim::on_check() {
+  const OnlineConfig& o = cfg_.online;
+  gauges_.push_back({now_, live_kv_tokens_, static_cast<int>(agents_arrived_ - agents_finished_)});
+  if (now_ >= o.duration_s - 1e-9) {
+    stopped_ = true;
+    stop_reason_ = "duration";
+    return;
+  }
+  if (!trace_) {
+    const double w = window_statistic(now_ - o.window_s, now_);
+    window_stat_.push_back(w);
+    if (!std::isnan(w) && w > o.slo_ttft_s) {
+      stopped_ = true;
+      stop_reason_ = "ttft_slo";
+      return;
+    }
+    const auto back = static_cast<size_t>(std::llround(o.lookback_s / o.check_interval_s));
+    if (now_ >= o.lookback_s + o.window_s && window_stat_.size() > back) {
+      const double past = window_stat_[window_stat_.size() - 1 - back];
+      if (!std::isnan(w) && !std::isnan(past) && past > 0 &&
+          std::abs(w - past) <= o.steady_tolerance * past) {
+        stopped_ = true;
+        stop_reason_ = "steady_state";
+        return;
+      }
+    }
+    // Only the last window is ever reported or watched: drop what is older.
+    const double keep_from = now_ - o.window_s - o.check_interval_s;
+    while (!first_tokens_.empty() && first_tokens_.front().t < keep_from) first_tokens_.pop_front();
+    while (!ttst_.empty() && ttst_.front().t < keep_from) ttst_.pop_front();
+    while (!tpot_.empty() && tpot_.front().t < keep_from) tpot_.pop_front();
+    while (!turn_time_.empty() && turn_time_.front().t < keep_from) turn_time_.pop_front();
+  }
+  events_.push(now_ + o.check_interval_s, kCheck, 0);
 }
 
 void ClusterSim::write_bytes(uint32_t node, double bytes) {
@@ -808,7 +973,7 @@ Result<SimResult> ClusterSim::run() {
   auto wall0 = std::chrono::steady_clock::now();
   auto last_progress = wall0;
   build();
-  while (!events_.empty() && agents_left_ > 0) {
+  while (!events_.empty() && agents_left_ > 0 && !stopped_) {
     Event ev = events_.pop();
     now_ = ev.t;
     switch (ev.kind) {
@@ -833,6 +998,9 @@ Result<SimResult> ClusterSim::run() {
       case kDecodeDone:
         on_decode_done(ev.a, ev.b);
         break;
+      case kCheck:
+        on_check();
+        break;
       default:
         return Status::internal(fmt::format("unknown event kind {}", ev.kind));
     }
@@ -844,7 +1012,7 @@ Result<SimResult> ClusterSim::run() {
       }
     }
   }
-  if (agents_left_ > 0) {
+  if (agents_left_ > 0 && !stopped_) {
     return Status::internal(fmt::format(
         "simulation stalled at t={:.1f}s with {} agents unfinished ({} of {} turns done); "
         "this is a bug: please report the config and seed",
@@ -852,6 +1020,95 @@ Result<SimResult> ClusterSim::run() {
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return collect(wall);
+}
+
+// The latencies, the SLO and the working set over the reported window: the last window of an
+// online run; every request offline and for a timestamped trace.
+void ClusterSim::collect_latencies(SimResult& res) const {
+  const OnlineConfig& o = cfg_.online;
+  const bool windowed = online_ && !trace_;
+  res.online = online_;
+  res.report_to_s = now_;
+  res.report_from_s = windowed ? std::max(0.0, now_ - o.window_s) : 0.0;
+  const double from = windowed ? now_ - o.window_s : -1.0;
+  std::vector<double> ttft;
+  TtftBreakdown& b = res.ttft_breakdown;
+  for (const FirstToken& f : first_tokens_) {
+    if (f.t <= from) continue;
+    ttft.push_back(f.ttft);
+    b.scheduler_queue += f.scheduler_queue;
+    b.read_queue += f.read_queue;
+    b.engine_queue += f.engine_queue;
+    b.hbm_wait += f.hbm_wait;
+    b.buffer_wait += f.buffer_wait;
+    b.read += f.read;
+    b.prefill += f.prefill;
+  }
+  if (!ttft.empty()) {
+    const auto n = static_cast<double>(ttft.size());
+    for (double* part : {&b.scheduler_queue, &b.read_queue, &b.engine_queue, &b.hbm_wait,
+                         &b.buffer_wait, &b.read, &b.prefill})
+      *part /= n;
+  }
+  b.schedule = b.scheduler_queue + b.read_queue + b.engine_queue;
+  b.allocate = b.hbm_wait + b.buffer_wait;
+  auto values = [from](const std::deque<Sample>& log) {
+    std::vector<double> v;
+    for (const Sample& x : log)
+      if (x.t > from) v.push_back(x.v);
+    return v;
+  };
+  res.ttft = summarize(std::move(ttft));
+  res.ttst = summarize(values(ttst_));
+  res.tpot = summarize(values(tpot_));
+  res.ttft_p50_s = res.ttft.p50;
+  res.ttft_p99_s = res.ttft.p99;
+  res.ttft_mean_s = res.ttft.mean;
+  res.ttst_p50_s = res.ttst.p50;
+  res.tpot_p50_s = res.tpot.p50;
+  res.tpot_p99_s = res.tpot.p99;
+
+  res.aps = o.aps;
+  res.slo_statistic = o.slo_statistic;
+  res.slo_ttft_s = o.slo_ttft_s;
+  res.slo_tpot_s = o.slo_tpot_s;
+  res.slo_met = res.ttft.count > 0 && res.ttft.get(o.slo_statistic) <= o.slo_ttft_s &&
+                res.tpot.get(o.slo_statistic) <= o.slo_tpot_s;
+  res.stop_reason = stopped_ ? stop_reason_ : (trace_ ? "trace_end" : "all_done");
+  res.agents_arrived = agents_arrived_;
+  res.agents_finished = agents_finished_;
+  res.finished_agent_time_mean_s =
+      agents_finished_ > 0 ? finished_time_sum_ / static_cast<double>(agents_finished_) : 0;
+  res.agent_length_mean_tokens =
+      agents_arrived_ > 0 ? arrived_length_sum_ / static_cast<double>(agents_arrived_) : 0;
+  res.hit_ratio = prompt_tokens_ > 0 ? hit_tokens_ / prompt_tokens_ : 0;
+  res.stored_blocks = stored_blocks_;
+  const double bpt = static_cast<double>(cfg_.model.stored_bytes_per_token());
+  if (trace_) {
+    res.working_set_bytes = live_kv_tokens_ * bpt;  // every stored block stays hit-eligible
+  } else if (online_) {
+    double kv = 0, running = 0, n = 0;
+    for (const Gauge& g : gauges_) {
+      if (g.t <= from) continue;
+      kv += g.live_kv_tokens;
+      running += g.running;
+      n += 1;
+    }
+    if (n > 0) {
+      res.working_set_bytes = kv / n * bpt;
+      res.running_agents_mean = running / n;
+    }
+    // PAPER.md §10.8: aps * T * len / 2. T, an agent's mean lifetime, is its mean number of turns
+    // times the mean turn time of the window (plus its think times): agents that have not finished
+    // yet count too, where a mean over finished agents would favour the short ones.
+    const double turn_s = mean(values(turn_time_));
+    res.agent_time_mean_s =
+        agents_arrived_ > 0 ? arrived_turns_sum_ / static_cast<double>(agents_arrived_) * turn_s +
+                                  arrived_think_sum_ / static_cast<double>(agents_arrived_)
+                            : 0;
+    res.working_set_formula_bytes =
+        o.aps * res.agent_time_mean_s * res.agent_length_mean_tokens / 2 * bpt;
+  }
 }
 
 SimResult ClusterSim::collect(double wall_s) {
@@ -866,16 +1123,7 @@ SimResult ClusterSim::collect(double wall_s) {
   res.prompt_tokens = prompt_tokens_;
   res.hit_tokens = hit_tokens_;
   res.prompt_tokens_per_s = now_ > 0 ? prompt_tokens_ / now_ : 0;
-  res.ttft_p50_s = percentile(ttft_, 0.5);
-  res.ttft_p99_s = percentile(ttft_, 0.99);
-  res.ttft_mean_s = mean(ttft_);
-  res.ttst_p50_s = percentile(ttst_, 0.5);
-  res.tpot_p50_s = percentile(tpot_, 0.5);
-  res.tpot_p99_s = percentile(tpot_, 0.99);
-  res.ttft_sched_mean_s = mean(t_sched_);
-  res.ttft_read_mean_s = mean(t_read_);
-  res.ttft_buffer_wait_mean_s = mean(t_buffer_wait_);
-  res.ttft_prefill_mean_s = mean(t_prefill_);
+  collect_latencies(res);
   res.hops = hops_;
   res.storage_read_bytes = hops_.storage_read_pe + hops_.storage_read_de;
   res.storage_write_bytes = storage_write_;

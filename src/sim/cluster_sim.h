@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/percentiles.h"
 #include "sim/sim_config.h"
 #include "workload/trajectory.h"
 
@@ -29,6 +30,31 @@ struct AgentPlan {
   double start_s = 0;                      // when the agent's first turn is sent
   std::vector<workload::TurnShape> turns;  // including the synthetic first round
   std::vector<double> think_s;             // delay before each turn (empty: none)
+  // A request of a content-addressed trace (mooncake:PATH; one turn): its prompt's prefix-block
+  // ids, one per `prefix_block_tokens`. Its hit is decided when it arrives, as the leading blocks
+  // that earlier requests have stored, and it stores its own full blocks when it finishes. Empty
+  // for agents, whose hit is their own context (TurnShape::context_tokens).
+  std::vector<uint32_t> prefix_blocks;
+  int64_t prefix_block_tokens = 0;
+};
+
+// Where a TTFT went (PAPER.md Fig. 12 left), in seconds, as means over the reported requests.
+// The four parts add up to the TTFT:
+//   schedule  waiting to be scheduled: for the scheduler to assign a PE (scheduler_queue), for a
+//             read slot on the reading node's storage NIC behind other reads (read_queue), and,
+//             with the KV in place, in the PE's queue for its first forward pass (engine_queue).
+//             Basic assigns at once, so its queueing shows in the last two;
+//   allocate  waiting for space: DE HBM (the DE scheduler holds a request until it fits) and the
+//             reading node's DRAM buffer;
+//   read      the storage read of the hit KV while it is served (shared with the reads in flight);
+//   prefill   from the start of its first forward pass to the first token (every chunk's pass,
+//             and the waits between chunks).
+struct TtftBreakdown {
+  double schedule = 0, allocate = 0, read = 0, prefill = 0;
+  // schedule = scheduler_queue + read_queue + engine_queue
+  double scheduler_queue = 0, read_queue = 0, engine_queue = 0;
+  double hbm_wait = 0, buffer_wait = 0;        // allocate = hbm_wait + buffer_wait
+  double total() const { return schedule + allocate + read + prefill; }
 };
 
 // Per-hop byte counts (PAPER.md §6 accounting); bytes of KV as stored.
@@ -57,12 +83,37 @@ struct SimResult {
   double prompt_tokens = 0;
   double prompt_tokens_per_s = 0;
   double ttft_p50_s = 0, ttft_p99_s = 0, ttft_mean_s = 0;
-  double ttst_p50_s = 0;
+  double ttst_p50_s = 0;  // TTST: from the first token to the second (PAPER.md Table 3)
   double tpot_p50_s = 0, tpot_p99_s = 0;
-  // TTFT breakdown means (PAPER.md Fig. 12 left): scheduling, read (incl. its queue), prefill.
-  double ttft_sched_mean_s = 0, ttft_read_mean_s = 0, ttft_prefill_mean_s = 0;
-  // The part of the read that waited for DRAM-buffer space before the SNIC read began.
-  double ttft_buffer_wait_mean_s = 0;
+  // Over the reported requests: every turn offline, the last window online (OnlineConfig).
+  LatencyStats ttft, ttst, tpot;
+  TtftBreakdown ttft_breakdown;
+
+  // Online runs (OnlineConfig; aps 0 offline). The SLO is judged on the reported requests.
+  double aps = 0;
+  bool online = false;
+  bool slo_met = false;
+  std::string slo_statistic;
+  double slo_ttft_s = 0, slo_tpot_s = 0;
+  // "all_done" (every agent finished), "steady_state", "ttft_slo" (the TTFT window exceeded the
+  // SLO), "duration" (the cap), "trace_end" (a timestamped trace replayed to its end).
+  std::string stop_reason;
+  double report_from_s = 0, report_to_s = 0;  // the window the latencies cover
+  int64_t agents_arrived = 0, agents_finished = 0;
+  // PAPER.md §10.8: the KV the running agents hold in the store (they read it again), as a time
+  // mean over the reported window; next to the paper's formula aps * T * len / 2 with T the mean
+  // agent lifetime by Little's law (running agents / aps) and len an agent's final length.
+  double working_set_bytes = 0;
+  double working_set_formula_bytes = 0;
+  double running_agents_mean = 0;
+  double agent_time_mean_s = 0;           // mean turns per agent x the window's mean turn time
+  double finished_agent_time_mean_s = 0;  // over the agents that finished (short ones first)
+  double agent_length_mean_tokens = 0;    // final context of an agent (prompt + gen, last turn)
+  double hit_ratio = 0;                   // hit tokens / prompt tokens, all turns
+  int64_t stored_blocks = 0;              // content-addressed traces: distinct blocks stored
+  // A timestamped trace's own hit ratio (leading blocks any earlier request held), -1 otherwise:
+  // the replay hits less, since a block is stored only when its request has finished.
+  double trace_static_hit_ratio = -1;
   double storage_read_bytes = 0;
   double storage_write_bytes = 0;
   HopBytes hops;

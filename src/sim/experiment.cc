@@ -5,12 +5,44 @@
 #include <nlohmann/json.hpp>
 
 #include "workload/dataset_spec.h"
+#include "workload/mooncake_reader.h"
 #include "workload/replay.h"
 #include "workload/scale.h"
 
 namespace dualpath::sim {
 
+namespace {
+
+constexpr std::string_view kMooncakePrefix = "mooncake:";
+
+// A timestamped trace: one single-turn agent per request, at its own (scaled) arrival time.
+// *static_hit_ratio gets the trace's own prefix hit ratio (workload::static_prefix_hit_ratio).
+Result<std::vector<AgentPlan>> build_trace_agents(const SimConfig& cfg, double* static_hit_ratio) {
+  const std::string path(cfg.dataset.substr(kMooncakePrefix.size()));
+  if (path.empty()) {
+    return Status::invalid_argument(
+        "dataset 'mooncake:' names no file; use mooncake:PATH, e.g. "
+        "mooncake:../shared/traces/mooncake_fast25/conversation_trace.jsonl");
+  }
+  DP_ASSIGN_OR_RETURN(workload::RequestTrace trace, workload::read_mooncake(path));
+  if (static_hit_ratio != nullptr) *static_hit_ratio = workload::static_prefix_hit_ratio(trace);
+  std::vector<AgentPlan> plans;
+  plans.reserve(trace.requests.size());
+  for (workload::TraceRequest& r : trace.requests) {
+    AgentPlan p;
+    p.start_s = r.arrival_s * cfg.online.time_scale;
+    p.turns.push_back({0, r.input_tokens, std::max<int64_t>(1, r.output_tokens)});
+    p.prefix_blocks = std::move(r.block_ids);
+    p.prefix_block_tokens = trace.block_tokens;
+    plans.push_back(std::move(p));
+  }
+  return plans;
+}
+
+}  // namespace
+
 Result<std::vector<AgentPlan>> build_agents(const SimConfig& cfg) {
+  if (is_timestamped_trace(cfg.dataset)) return build_trace_agents(cfg, nullptr);
   DP_ASSIGN_OR_RETURN(workload::Dataset ds, workload::load_dataset(cfg.dataset, cfg.seed));
   if (cfg.append_scale != 1.0 || cfg.gen_scale != 1.0) {
     DP_ASSIGN_OR_RETURN(ds, workload::scale(ds, cfg.append_scale, cfg.gen_scale));
@@ -18,7 +50,20 @@ Result<std::vector<AgentPlan>> build_agents(const SimConfig& cfg) {
   workload::ReplayOptions opt;
   opt.synthetic_first_round_tokens = cfg.first_round_tokens;
   opt.honour_think_time = cfg.think_time;
-  DP_ASSIGN_OR_RETURN(auto agents, workload::make_offline_agents(ds, cfg.agents, cfg.seed, opt));
+  std::vector<workload::Agent> agents;
+  if (cfg.online.enabled()) {
+    // Arrivals until the cap; the run usually stops earlier, by the stop rule.
+    DP_ASSIGN_OR_RETURN(agents, workload::make_online_agents(ds, cfg.online.aps,
+                                                             cfg.online.duration_s, cfg.seed, opt));
+    if (agents.empty()) {
+      return Status::invalid_argument(fmt::format(
+          "online.aps = {} with online.duration_s = {} gives no arrival; raise --aps or "
+          "--duration",
+          cfg.online.aps, cfg.online.duration_s));
+    }
+  } else {
+    DP_ASSIGN_OR_RETURN(agents, workload::make_offline_agents(ds, cfg.agents, cfg.seed, opt));
+  }
   std::vector<AgentPlan> plans;
   plans.reserve(agents.size());
   for (const auto& ag : agents) {
@@ -36,8 +81,21 @@ Result<std::vector<AgentPlan>> build_agents(const SimConfig& cfg) {
 
 Result<SimResult> run_experiment(const SimConfig& cfg, const SimOptions& options) {
   DP_RETURN_IF_ERROR(cfg.validate());
+  if (is_timestamped_trace(cfg.dataset)) {
+    double static_hit = 0;
+    DP_ASSIGN_OR_RETURN(auto plans, build_trace_agents(cfg, &static_hit));
+    DP_ASSIGN_OR_RETURN(SimResult res, simulate(cfg, plans, options));
+    res.trace_static_hit_ratio = static_hit;
+    const double span = plans.back().start_s - plans.front().start_s;
+    res.aps = span > 0 ? static_cast<double>(plans.size()) / span : 0;
+    return res;
+  }
   DP_ASSIGN_OR_RETURN(auto plans, build_agents(cfg));
   return simulate(cfg, plans, options);
+}
+
+nlohmann::json latency_json(const LatencyStats& s) {
+  return {{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"count", s.count}};
 }
 
 nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
@@ -58,11 +116,44 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
       {"ttst_p50_s", r.ttst_p50_s},
       {"tpot_p50_s", r.tpot_p50_s},
       {"tpot_p99_s", r.tpot_p99_s},
+      // The breakdown as earlier versions reported it (schedule: until the PE and DE were
+      // assigned; read: from then to the read's end, buffer wait included).
       {"ttft_breakdown_mean_s",
-       {{"schedule", r.ttft_sched_mean_s},
-        {"read", r.ttft_read_mean_s},
-        {"read_buffer_wait", r.ttft_buffer_wait_mean_s},
-        {"prefill", r.ttft_prefill_mean_s}}},
+       {{"schedule", r.ttft_breakdown.scheduler_queue + r.ttft_breakdown.hbm_wait},
+        {"read", r.ttft_breakdown.buffer_wait + r.ttft_breakdown.read_queue + r.ttft_breakdown.read},
+        {"read_buffer_wait", r.ttft_breakdown.buffer_wait},
+        {"prefill", r.ttft_breakdown.engine_queue + r.ttft_breakdown.prefill}}},
+      {"ttft_s", latency_json(r.ttft)},
+      {"ttst_s", latency_json(r.ttst)},
+      {"tpot_s", latency_json(r.tpot)},
+      {"ttft_p99_over_p50", r.ttft.p50 > 0 ? r.ttft.p99 / r.ttft.p50 : 0.0},
+      {"ttft_breakdown_s",
+       {{"schedule", r.ttft_breakdown.schedule},
+        {"allocate", r.ttft_breakdown.allocate},
+        {"read", r.ttft_breakdown.read},
+        {"prefill", r.ttft_breakdown.prefill},
+        {"scheduler_queue", r.ttft_breakdown.scheduler_queue},
+        {"read_queue", r.ttft_breakdown.read_queue},
+        {"engine_queue", r.ttft_breakdown.engine_queue},
+        {"hbm_wait", r.ttft_breakdown.hbm_wait},
+        {"buffer_wait", r.ttft_breakdown.buffer_wait}}},
+      {"online", r.online},
+      {"aps", r.aps},
+      {"slo_met", r.slo_met},
+      {"slo", {{"ttft_s", r.slo_ttft_s}, {"tpot_s", r.slo_tpot_s}, {"statistic", r.slo_statistic}}},
+      {"stop_reason", r.stop_reason},
+      {"report_window_s", {r.report_from_s, r.report_to_s}},
+      {"agents_arrived", r.agents_arrived},
+      {"agents_finished", r.agents_finished},
+      {"working_set_bytes", r.working_set_bytes},
+      {"working_set_formula_bytes", r.working_set_formula_bytes},
+      {"running_agents_mean", r.running_agents_mean},
+      {"agent_time_mean_s", r.agent_time_mean_s},
+      {"finished_agent_time_mean_s", r.finished_agent_time_mean_s},
+      {"agent_length_mean_tokens", r.agent_length_mean_tokens},
+      {"hit_ratio", r.hit_ratio},
+      {"stored_blocks", r.stored_blocks},
+      {"trace_static_hit_ratio", r.trace_static_hit_ratio},
       {"storage_read_bytes", r.storage_read_bytes},
       {"storage_write_bytes", r.storage_write_bytes},
       {"bytes",
@@ -122,21 +213,59 @@ std::string timeseries_csv(const SimResult& r, int prefill_nodes) {
 std::string result_table(const SimResult& r) {
   std::string s;
   auto row = [&](std::string_view k, const std::string& v) {
-    s += fmt::format("  {:<26} {}\n", k, v);
+    s += fmt::format("  {:<30} {}\n", k, v);
   };
-  s += fmt::format("dualpath sim: {} {} {} dataset={} agents={}\n", r.model, r.pd, r.mode,
-                   r.dataset, r.agents);
-  row("JCT", fmt::format("{:.1f} s", r.jct_s));
+  auto lat = [](const LatencyStats& l, double unit, const char* u) {
+    return fmt::format("{:.3f} / {:.3f} / {:.3f} / {:.3f} {} (n={})", l.mean * unit, l.p50 * unit,
+                       l.p90 * unit, l.p99 * unit, u, l.count);
+  };
+  if (r.online) {
+    s += fmt::format("dualpath sim: {} {} {} dataset={} online at {:.4g} {}/s\n", r.model, r.pd,
+                     r.mode, r.dataset, r.aps, r.trace_static_hit_ratio >= 0 ? "requests" : "agents");
+    row("stopped", fmt::format("{} at {:.0f} s simulated; {} arrived, {} finished", r.stop_reason,
+                               r.jct_s, r.agents_arrived, r.agents_finished));
+    row("reported window", fmt::format("{:.0f} .. {:.0f} s", r.report_from_s, r.report_to_s));
+    row("SLO", fmt::format("{} ({} TTFT <= {:.3g} s and TPOT <= {:.3g} ms)",
+                           r.slo_met ? "met" : "NOT met", r.slo_statistic, r.slo_ttft_s,
+                           r.slo_tpot_s * 1e3));
+  } else {
+    s += fmt::format("dualpath sim: {} {} {} dataset={} agents={}\n", r.model, r.pd, r.mode,
+                     r.dataset, r.agents);
+    row("JCT", fmt::format("{:.1f} s", r.jct_s));
+  }
   row("turns", fmt::format("{} ({:.1f} turns/s)", r.turns, r.jct_s > 0 ? r.turns / r.jct_s : 0));
   row("prompt throughput", fmt::format("{:.0f} tokens/s", r.prompt_tokens_per_s));
-  row("TTFT p50 / p99", fmt::format("{:.2f} s / {:.2f} s", r.ttft_p50_s, r.ttft_p99_s));
-  row("TTFT = sched+read+prefill",
-      fmt::format("{:.2f} + {:.2f} + {:.2f} s (means; the read waited {:.2f} s for buffer space)",
-                  r.ttft_sched_mean_s, r.ttft_read_mean_s, r.ttft_prefill_mean_s,
-                  r.ttft_buffer_wait_mean_s));
-  row("TTST p50", fmt::format("{:.3f} s", r.ttst_p50_s));
-  row("TPOT p50 / p99",
-      fmt::format("{:.1f} ms / {:.1f} ms", r.tpot_p50_s * 1e3, r.tpot_p99_s * 1e3));
+  row("TTFT mean/p50/p90/p99", lat(r.ttft, 1, "s"));
+  row("TTFT p99 / p50", fmt::format("{:.2f}", r.ttft.p50 > 0 ? r.ttft.p99 / r.ttft.p50 : 0.0));
+  const TtftBreakdown& b = r.ttft_breakdown;
+  const double tot = b.total() > 0 ? b.total() : 1;
+  row("TTFT = sch + alloc + read + pf",
+      fmt::format("{:.3f} + {:.3f} + {:.3f} + {:.3f} s ({:.0f} / {:.0f} / {:.0f} / {:.0f} %)",
+                  b.schedule, b.allocate, b.read, b.prefill, 100 * b.schedule / tot,
+                  100 * b.allocate / tot, 100 * b.read / tot, 100 * b.prefill / tot));
+  row("  schedule", fmt::format("{:.3f} s scheduler + {:.3f} s storage read queue + {:.3f} s PE "
+                                "queue",
+                                b.scheduler_queue, b.read_queue, b.engine_queue));
+  row("  allocate", fmt::format("{:.3f} s DE HBM + {:.3f} s DRAM buffer", b.hbm_wait,
+                                b.buffer_wait));
+  row("TTST mean/p50/p90/p99", lat(r.ttst, 1, "s"));
+  row("TPOT mean/p50/p90/p99", lat(r.tpot, 1e3, "ms"));
+  if (r.online && r.trace_static_hit_ratio < 0) {
+    row("working set", fmt::format("{:.1f} GB measured; formula aps*T*len/2 = {:.1f} GB (T {:.0f} s, "
+                                   "len {:.0f} tokens; {:.1f} agents running)",
+                                   r.working_set_bytes / 1e9, r.working_set_formula_bytes / 1e9,
+                                   r.agent_time_mean_s, r.agent_length_mean_tokens,
+                                   r.running_agents_mean));
+  }
+  if (r.trace_static_hit_ratio >= 0) {
+    row("hit ratio", fmt::format("{:.1f} % of prompt tokens replayed ({:.1f} % in the trace's own "
+                                 "count: any earlier request's blocks, stored or not); {} blocks "
+                                 "stored, {:.1f} GB",
+                                 100 * r.hit_ratio, 100 * r.trace_static_hit_ratio,
+                                 r.stored_blocks, r.working_set_bytes / 1e9));
+  } else {
+    row("hit ratio", fmt::format("{:.1f} % of prompt tokens", 100 * r.hit_ratio));
+  }
   row("storage read",
       fmt::format("{:.1f} GB (PE side {:.1f}, DE side {:.1f})", r.storage_read_bytes / 1e9,
                   r.hops.storage_read_pe / 1e9, r.hops.storage_read_de / 1e9));
@@ -145,10 +274,12 @@ std::string result_table(const SimResult& r) {
   row("floors (I/O, compute)", fmt::format("{:.1f} s, {:.1f} s", r.io_floor_s, r.compute_floor_s));
   const double chain_share = r.jct_s > 0 ? r.chain_floor_s / r.jct_s : 0;
   row("longest agent alone",
-      fmt::format("{:.1f} s ({:.0f} % of the JCT{})", r.chain_floor_s, 100 * chain_share,
-                  chain_share >= 0.5 ? "; the job waits on its slowest agent, so more agents "
-                                       "would add little time"
-                                     : ""));
+      r.online ? fmt::format("{:.1f} s (the longest agent's turns back to back)", r.chain_floor_s)
+               : fmt::format("{:.1f} s ({:.0f} % of the JCT{})", r.chain_floor_s,
+                             100 * chain_share,
+                             chain_share >= 0.5 ? "; the job waits on its slowest agent, so more "
+                                                  "agents would add little time"
+                                                : ""));
   row("PE busy", fmt::format("{:.0f} %, {} passes of {:.0f} new tokens per EP group",
                              100 * r.pe_busy_fraction, r.prefill_passes, r.new_tokens_per_pass));
   row("PE batch per GPU",

@@ -30,14 +30,16 @@ class PsServer {
     if (now > last_ && !active_.empty()) v_ += (now - last_) * rate_;
     last_ = now;
   }
-  // Queues a job; it is served once fewer than max_active jobs are active. Call advance() first.
-  void add(uint32_t job, double work) {
+  // Queues a job; it is served once fewer than max_active jobs are active. Returns whether its
+  // service starts now (false: it waits behind others). Call advance() first.
+  bool add(uint32_t job, double work) {
+    ++version_;
     if (active_.size() < max_active_) {
       active_.push(Job{v_ + work, seq_++, job});
-    } else {
-      waiting_.push_back({job, work});
+      return true;
     }
-    ++version_;
+    waiting_.push_back({job, work});
+    return false;
   }
   // The per-job service rate from now on. Call advance() first.
   void set_rate(double per_job_rate) {
@@ -50,8 +52,9 @@ class PsServer {
     double dv = active_.top().v_finish - v_;
     return last_ + (dv > 0 ? dv / rate_ : 0.0);
   }
-  // Removes the job due next (call at next_departure(), after advance()) and admits a waiter.
-  uint32_t pop() {
+  // Removes the job due next (call at next_departure(), after advance()) and admits a waiter,
+  // whose id goes to *admitted when given (left unchanged when no job was waiting).
+  uint32_t pop(uint32_t* admitted = nullptr) {
     Job j = active_.top();
     active_.pop();
     if (j.v_finish > v_) v_ = j.v_finish;  // absorb rounding: it is done now
@@ -59,6 +62,7 @@ class PsServer {
       auto [job, work] = waiting_.front();
       waiting_.pop_front();
       active_.push(Job{v_ + work, seq_++, job});
+      if (admitted != nullptr) *admitted = job;
     }
     ++version_;
     return j.job;

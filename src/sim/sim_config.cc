@@ -92,6 +92,59 @@ Result<SimConfig> default_sim_config(std::string_view model_name) {
   return cfg;
 }
 
+namespace {
+
+Status validate_online(const OnlineConfig& o) {
+  auto need = [](bool ok, std::string msg) { return ok ? Status::ok() : Status::invalid_argument(msg); };
+  DP_RETURN_IF_ERROR(need(o.aps >= 0 && o.aps <= 1e6 && std::isfinite(o.aps),
+                          fmt::format("online.aps = {} (--aps): the arrival rate must be positive "
+                                      "and at most 1e6 agents per second, e.g. --aps 0.4; leave it "
+                                      "out for an offline run",
+                                      o.aps)));
+  DP_RETURN_IF_ERROR(need(o.duration_s > 0 && o.duration_s <= 1e7,
+                          fmt::format("online.duration_s = {} (--duration): give the simulated "
+                                      "seconds to run at most, in (0, 1e7], e.g. 10800 (3 hours)",
+                                      o.duration_s)));
+  DP_RETURN_IF_ERROR(need(o.slo_ttft_s > 0 && o.slo_ttft_s <= 1e6,
+                          fmt::format("online.slo_ttft_s = {} (--slo-ttft): the TTFT SLO must be "
+                                      "positive seconds, e.g. 4 (the paper's)",
+                                      o.slo_ttft_s)));
+  DP_RETURN_IF_ERROR(need(o.slo_tpot_s > 0 && o.slo_tpot_s <= 1e3,
+                          fmt::format("online.slo_tpot_ms = {} (--slo-tpot): the TPOT SLO must be "
+                                      "positive milliseconds, e.g. 50 (the paper's)",
+                                      o.slo_tpot_s * 1e3)));
+  DP_RETURN_IF_ERROR(need(o.slo_statistic == "mean" || o.slo_statistic == "p50" ||
+                              o.slo_statistic == "p90" || o.slo_statistic == "p99",
+                          fmt::format("online.slo_statistic = '{}' (--slo-statistic): use mean "
+                                      "(the paper's), p50, p90 or p99",
+                                      o.slo_statistic)));
+  DP_RETURN_IF_ERROR(need(o.window_s > 0 && o.window_s <= 1e6 && o.lookback_s > 0 &&
+                              o.lookback_s <= 1e6,
+                          fmt::format("online.window_s = {}, online.lookback_s = {}: both must be "
+                                      "positive seconds (the paper uses 150 and 1800)",
+                                      o.window_s, o.lookback_s)));
+  DP_RETURN_IF_ERROR(need(o.steady_tolerance > 0 && o.steady_tolerance < 1,
+                          fmt::format("online.steady_tolerance = {} must be in (0, 1) (the paper "
+                                      "uses 0.05)",
+                                      o.steady_tolerance)));
+  DP_RETURN_IF_ERROR(need(o.check_interval_s > 0 && o.check_interval_s <= o.window_s,
+                          fmt::format("online.check_interval_s = {} must be positive and at most "
+                                      "the window ({} s); default 10",
+                                      o.check_interval_s, o.window_s)));
+  DP_RETURN_IF_ERROR(need(o.time_scale > 0 && o.time_scale <= 1e6 && std::isfinite(o.time_scale),
+                          fmt::format("online.time_scale = {} (--time-scale) must be positive: "
+                                      "trace timestamps are multiplied by it (0.5 replays twice "
+                                      "as fast)",
+                                      o.time_scale)));
+  return Status::ok();
+}
+
+}  // namespace
+
+bool is_timestamped_trace(std::string_view dataset) {
+  return dataset.substr(0, std::string_view("mooncake:").size()) == "mooncake:";
+}
+
 Status SimConfig::validate() const {
   DP_RETURN_IF_ERROR(model.validate());
   DP_RETURN_IF_ERROR(hw.validate());
@@ -147,6 +200,7 @@ Status SimConfig::validate() const {
                                                    name, v / 1e9)));
   }
   DP_RETURN_IF_ERROR(need(read_queue_depth >= 1, "scheduler.read_queue_depth must be >= 1"));
+  DP_RETURN_IF_ERROR(validate_online(online));
   if (pe_ep_nodes < 1 || de_ep_nodes < 1)
     return Status::invalid_argument("cluster.pe_ep_nodes and de_ep_nodes must be >= 1");
   // The weights must fit in the HBM of an EP group, with the reserve and room for KV.
@@ -224,13 +278,25 @@ Status apply_config(Config& f, SimConfig& c) {
   c.read_queue_depth = static_cast<int>(
       f.integer("scheduler.read_queue_depth", c.read_queue_depth, 1, 4096, "reads in flight"));
 
-  c.dataset = f.string("workload.dataset", c.dataset, "32k, 48k, 64k or weka:PATH");
+  c.dataset = f.string("workload.dataset", c.dataset, "32k, 48k, 64k, weka:PATH or mooncake:PATH");
   c.agents = static_cast<int>(f.integer("workload.agents", c.agents, 1, kMaxAgents, "agents"));
   c.seed = static_cast<uint64_t>(f.integer("workload.seed", static_cast<int64_t>(c.seed), 0,
                                            INT64_MAX));
   c.append_scale = f.positive_number("workload.append_scale", c.append_scale);
   c.gen_scale = f.positive_number("workload.gen_scale", c.gen_scale);
   c.think_time = f.boolean("workload.think_time", c.think_time);
+
+  OnlineConfig& o = c.online;
+  if (f.has("online.aps")) o.aps = f.positive_number("online.aps", o.aps, "agents per second");
+  o.duration_s = f.positive_number("online.duration_s", o.duration_s, "simulated seconds");
+  o.slo_ttft_s = f.positive_number("online.slo_ttft_s", o.slo_ttft_s, "seconds");
+  o.slo_tpot_s = f.positive_number("online.slo_tpot_ms", o.slo_tpot_s * 1e3, "ms") / 1e3;
+  o.slo_statistic = f.choice("online.slo_statistic", o.slo_statistic, {"mean", "p50", "p90", "p99"});
+  o.window_s = f.positive_number("online.window_s", o.window_s, "seconds");
+  o.lookback_s = f.positive_number("online.lookback_s", o.lookback_s, "seconds");
+  o.steady_tolerance = f.positive_number("online.steady_tolerance", o.steady_tolerance);
+  o.check_interval_s = f.positive_number("online.check_interval_s", o.check_interval_s, "seconds");
+  o.time_scale = f.positive_number("online.time_scale", o.time_scale);
 
   model::apply_efficiency_config(f, c.eff);
   return Status::ok();

@@ -29,6 +29,27 @@ std::string_view mode_name(Mode m);
 // The most agents one run takes: 48P96D runs 49,152 in ~0.5 GB, so 1 M needs ~10 GB.
 inline constexpr int kMaxAgents = 1'000'000;
 
+// Online serving (PAPER.md §9): agents arrive as a Poisson process and the run is judged by an
+// SLO. The run stops when the TTFT over the last `window_s` exceeds the SLO, at steady state (that
+// TTFT within `steady_tolerance` of its value `lookback_s` earlier), or at `duration_s`.
+// Latencies are reported over the last window. A trace with its own timestamps (mooncake:PATH)
+// replays at them instead, to its end, and reports over every request.
+struct OnlineConfig {
+  double aps = 0;              // agents per second; 0 = offline (SimConfig::agents at t = 0)
+  double duration_s = 10800;   // the cap on simulated time (and on arrivals)
+  double slo_ttft_s = 4.0;     // PAPER.md §9
+  double slo_tpot_s = 0.050;
+  // The statistic the SLO bounds and the stop rule watches: mean (the paper's), p50, p90, p99.
+  std::string slo_statistic = "mean";
+  double window_s = 150;       // PAPER.md §9: a 150 s sliding window...
+  double lookback_s = 1800;    // ...within 5 % of its value 30 minutes earlier
+  double steady_tolerance = 0.05;
+  double check_interval_s = 10;  // how often the stop rule is evaluated (simulated seconds)
+  double time_scale = 1.0;       // trace timestamps are multiplied by this (0.5 = twice the rate)
+
+  bool enabled() const { return aps > 0; }
+};
+
 struct SimConfig {
   model::ModelSpec model;
   model::HardwareSpec hw;
@@ -68,6 +89,7 @@ struct SimConfig {
   double gen_scale = 1.0;
   bool think_time = false;
   int first_round_tokens = 64;  // the synthetic first round (PAPER.md §9)
+  OnlineConfig online;
 
   // Outputs.
   double timeseries_bucket_s = 10.0;
@@ -78,6 +100,9 @@ struct SimConfig {
   // the node counts (call after setting them).
   void fit_ep_groups();
 };
+
+// True for a dataset spec that replays requests at their own timestamps (mooncake:PATH).
+bool is_timestamped_trace(std::string_view dataset);
 
 // "2P4D" -> (2, 4).
 Result<std::pair<int, int>> parse_pd(std::string_view text);

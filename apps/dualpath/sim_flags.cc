@@ -1,0 +1,77 @@
+#include "apps/dualpath/sim_flags.h"
+
+#include <fmt/format.h>
+
+#include "workload/dataset_spec.h"
+
+namespace dualpath::app {
+
+void SimFlags::add_to(CLI::App* cmd, bool offline, bool with_aps) {
+  cmd->add_option("--config", config_path,
+                  "TOML cluster file shared with the live system (flags override it)");
+  cmd->add_option("--model", model,
+                  "model preset: ds660b (default), ds27b, qwen32b, tiny, small, ...");
+  cmd->add_option("--dataset", dataset,
+                  "workload: 32k, 48k, 64k (PAPER Table 2 generator), weka:PATH or mooncake:PATH "
+                  "(replayed at its timestamps) (default 64k)");
+  cmd->add_option("--pd", pd, "prefill/decode nodes, e.g. 2P4D (default: the model's)");
+  if (offline) {
+    cmd->add_option("--agents", agents, "offline: agents started together at t=0 (default 1024)");
+  }
+  cmd->add_option("--mode", mode,
+                  "basic | layerwise | dualpath | full | oracle (default full = DualPath)");
+  cmd->add_option("--seed", seed, "workload seed (default 1)");
+  cmd->add_option("--append-scale", append_scale,
+                  "multiply every turn's append length (Fig. 9), truncated at MaxLen");
+  cmd->add_option("--gen-scale", gen_scale, "multiply every turn's generation length");
+  cmd->add_flag("--think-time", think_time,
+                "replay recorded think times (weka traces); the paper uses none");
+  online.add_to(cmd, with_aps);
+  calibration.add_to(cmd);
+}
+
+// Builds the config: model defaults, then the file, then the flags (flags win).
+Result<sim::SimConfig> make_sim_config(const SimFlags& a) {
+  std::string model = a.model.value_or("ds660b");
+  Config file;
+  if (a.config_path) {
+    DP_ASSIGN_OR_RETURN(file, Config::from_file(*a.config_path));
+    if (!a.model) model = file.string("model.preset", model);
+  }
+  DP_ASSIGN_OR_RETURN(sim::SimConfig cfg, sim::default_sim_config(model));
+  if (a.config_path) {
+    DP_RETURN_IF_ERROR(sim::apply_config(file, cfg));
+    sim::ignore_live_sections(file);
+    DP_RETURN_IF_ERROR(file.finish());
+  }
+  if (a.dataset) cfg.dataset = *a.dataset;
+  if (a.mode) {
+    DP_ASSIGN_OR_RETURN(cfg.mode, sim::parse_mode(*a.mode));
+  }
+  if (a.pd) {
+    DP_ASSIGN_OR_RETURN(auto pd, sim::parse_pd(*a.pd));
+    cfg.prefill_nodes = pd.first;
+    cfg.decode_nodes = pd.second;
+  }
+  if (a.agents) cfg.agents = *a.agents;
+  if (a.seed) {
+    if (*a.seed < 0)
+      return Status::invalid_argument(
+          fmt::format("--seed {}: use a non-negative integer (default 1)", *a.seed));
+    cfg.seed = static_cast<uint64_t>(*a.seed);
+  }
+  if (a.append_scale) cfg.append_scale = *a.append_scale;
+  if (a.gen_scale) cfg.gen_scale = *a.gen_scale;
+  if (a.think_time) cfg.think_time = true;
+  DP_RETURN_IF_ERROR(a.online.apply(cfg));
+  if (a.agents && cfg.online.enabled())
+    return Status::invalid_argument(
+        "--agents is for offline runs (all agents at t = 0); an online run takes --aps (and "
+        "--duration as its cap): drop --agents");
+  a.calibration.apply(cfg);
+  cfg.fit_ep_groups();
+  DP_RETURN_IF_ERROR(cfg.validate());
+  return cfg;
+}
+
+}  // namespace dualpath::app
