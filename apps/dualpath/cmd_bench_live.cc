@@ -69,6 +69,14 @@ Result<BenchConfigs> load_configs(const LiveArgs& a) {
         "workload.think_time = true: the live benchmark replays without think time; set it to "
         "false");
   }
+  if (c.sim.online.enabled() || sim::is_timestamped_trace(c.sim.dataset)) {
+    // Until the scheduler service drives online arrivals live (issue 17), this benchmark is
+    // offline: say so rather than replaying something else than the file asks.
+    return Status::invalid_argument(
+        "online.aps or a mooncake: dataset: the live benchmark replays offline agents (all at "
+        "t = 0) for now; remove [online] aps and use 32k, 48k, 64k or weka:PATH, and use "
+        "dualpath sim --config FILE --aps X for the simulated online run");
+  }
   c.sim.fit_ep_groups();
   DP_RETURN_IF_ERROR(c.sim.validate());
   DP_RETURN_IF_ERROR(c.live.validate());

@@ -1,4 +1,4 @@
-// `dualpath workload`: generates or reads a dataset (--dataset 32k|48k|64k|weka:PATH) and prints
+// `dualpath workload`: generates or reads a dataset (--dataset 32k|48k|64k|weka:PATH|mooncake:PATH) and prints
 // its statistics; for the Table-2 datasets next to PAPER.md Table 2 with the deviation, and the
 // fitted generator parameters (docs/workload.md).
 
@@ -13,7 +13,9 @@
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
 #include "workload/dataset_spec.h"
+#include "common/percentiles.h"
 #include "workload/dataset_stats.h"
+#include "workload/mooncake_reader.h"
 #include "workload/scale.h"
 #include "workload/table2.h"
 
@@ -87,7 +89,53 @@ nlohmann::json stats_json(const DatasetStats& st) {
           {"max_prompt_tokens", st.max_prompt_tokens}};
 }
 
+// A Mooncake trace is requests, not trajectories: its rate, sizes and own prefix hit ratio.
+int run_mooncake(const WorkloadArgs& a, const std::string& path) {
+  auto t = workload::read_mooncake(path);
+  if (!t.is_ok()) return usage_error(t.status().message());
+  std::vector<double> in, out;
+  for (const auto& r : t->requests) {
+    in.push_back(static_cast<double>(r.input_tokens));
+    out.push_back(static_cast<double>(r.output_tokens));
+  }
+  const LatencyStats si = summarize(in), so = summarize(out);
+  const double span = t->requests.back().arrival_s - t->requests.front().arrival_s;
+  const double hit = workload::static_prefix_hit_ratio(*t);
+  std::printf("dataset %s\n", t->name.c_str());
+  std::printf("%-28s %zu\n", "requests", t->requests.size());
+  std::printf("%-28s %.0f s, %.2f requests/s\n", "span / rate", span,
+              span > 0 ? static_cast<double>(t->requests.size()) / span : 0.0);
+  std::printf("%-28s %.0f / %.0f / %.0f (mean %.0f)\n", "input p50/p90/p99", si.p50, si.p90,
+              si.p99, si.mean);
+  std::printf("%-28s %.0f / %.0f / %.0f (mean %.0f)\n", "output p50/p90/p99", so.p50, so.p90,
+              so.p99, so.mean);
+  std::printf("%-28s %u of %lld tokens each\n", "distinct blocks", t->distinct_blocks,
+              static_cast<long long>(t->block_tokens));
+  std::printf("%-28s %.1f %% (leading full blocks an earlier request held)\n",
+              "prefix-token hit ratio", 100 * hit);
+  if (!a.json_path.empty()) {
+    nlohmann::json j = {{"dataset", t->name},
+                        {"requests", t->requests.size()},
+                        {"span_s", span},
+                        {"input_tokens", {{"mean", si.mean}, {"p50", si.p50}, {"p90", si.p90},
+                                          {"p99", si.p99}}},
+                        {"output_tokens", {{"mean", so.mean}, {"p50", so.p50}, {"p90", so.p90},
+                                           {"p99", so.p99}}},
+                        {"distinct_blocks", t->distinct_blocks},
+                        {"block_tokens", t->block_tokens},
+                        {"prefix_hit_ratio", hit}};
+    Status s = write_text_file(a.json_path, j.dump(2) + "\n");
+    if (!s.is_ok()) return usage_error(s.message());
+  }
+  return 0;
+}
+
 int run(const WorkloadArgs& a) {
+  if (a.dataset.rfind("mooncake:", 0) == 0) {
+    if (Status s = check_output_file_if_given("--json", a.json_path); !s.is_ok())
+      return usage_error(s.message());
+    return run_mooncake(a, a.dataset.substr(9));
+  }
   if (a.seed < 0) return usage_error(fmt::format("--seed {}: use a non-negative integer", a.seed));
   if (Status s = check_output_file_if_given("--json", a.json_path); !s.is_ok()) {
     return usage_error(s.message());

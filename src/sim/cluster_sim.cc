@@ -1032,33 +1032,42 @@ void ClusterSim::collect_latencies(SimResult& res) const {
   res.report_from_s = windowed ? std::max(0.0, now_ - o.window_s) : 0.0;
   const double from = windowed ? now_ - o.window_s : -1.0;
   std::vector<double> ttft;
-  TtftBreakdown& b = res.ttft_breakdown;
-  for (const FirstToken& f : first_tokens_) {
-    if (f.t <= from) continue;
-    ttft.push_back(f.ttft);
-    b.scheduler_queue += f.scheduler_queue;
-    b.read_queue += f.read_queue;
-    b.engine_queue += f.engine_queue;
-    b.hbm_wait += f.hbm_wait;
-    b.buffer_wait += f.buffer_wait;
-    b.read += f.read;
-    b.prefill += f.prefill;
-  }
-  if (!ttft.empty()) {
-    const auto n = static_cast<double>(ttft.size());
-    for (double* part : {&b.scheduler_queue, &b.read_queue, &b.engine_queue, &b.hbm_wait,
-                         &b.buffer_wait, &b.read, &b.prefill})
-      *part /= n;
-  }
-  b.schedule = b.scheduler_queue + b.read_queue + b.engine_queue;
-  b.allocate = b.hbm_wait + b.buffer_wait;
+  for (const FirstToken& f : first_tokens_)
+    if (f.t > from) ttft.push_back(f.ttft);
+  res.ttft = summarize(ttft);
+  // The mean breakdown of every reported request, and of the tail: those at or above the p99.
+  auto breakdown = [&](double min_ttft) {
+    TtftBreakdown b;
+    double n = 0;
+    for (const FirstToken& f : first_tokens_) {
+      if (f.t <= from || f.ttft < min_ttft) continue;
+      b.scheduler_queue += f.scheduler_queue;
+      b.read_queue += f.read_queue;
+      b.engine_queue += f.engine_queue;
+      b.hbm_wait += f.hbm_wait;
+      b.buffer_wait += f.buffer_wait;
+      b.read += f.read;
+      b.prefill += f.prefill;
+      n += 1;
+    }
+    if (n > 0) {
+      for (double* part : {&b.scheduler_queue, &b.read_queue, &b.engine_queue, &b.hbm_wait,
+                           &b.buffer_wait, &b.read, &b.prefill})
+        *part /= n;
+    }
+    b.schedule = b.scheduler_queue + b.read_queue + b.engine_queue;
+    b.allocate = b.hbm_wait + b.buffer_wait;
+    return b;
+  };
+  res.ttft_breakdown = breakdown(-1.0);
+  // float samples against a double percentile: compare in float, as they were stored.
+  res.ttft_tail_breakdown = breakdown(static_cast<float>(res.ttft.p99));
   auto values = [from](const std::deque<Sample>& log) {
     std::vector<double> v;
     for (const Sample& x : log)
       if (x.t > from) v.push_back(x.v);
     return v;
   };
-  res.ttft = summarize(std::move(ttft));
   res.ttst = summarize(values(ttst_));
   res.tpot = summarize(values(tpot_));
   res.ttft_p50_s = res.ttft.p50;

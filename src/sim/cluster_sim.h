@@ -88,6 +88,9 @@ struct SimResult {
   // Over the reported requests: every turn offline, the last window online (OnlineConfig).
   LatencyStats ttft, ttst, tpot;
   TtftBreakdown ttft_breakdown;
+  // The same over the tail: the requests whose TTFT is at or above the p99 (where the tail of
+  // PAPER.md §11's open problem comes from).
+  TtftBreakdown ttft_tail_breakdown;
 
   // Online runs (OnlineConfig; aps 0 offline). The SLO is judged on the reported requests.
   double aps = 0;

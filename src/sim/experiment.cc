@@ -137,6 +137,16 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
         {"engine_queue", r.ttft_breakdown.engine_queue},
         {"hbm_wait", r.ttft_breakdown.hbm_wait},
         {"buffer_wait", r.ttft_breakdown.buffer_wait}}},
+      {"ttft_tail_breakdown_s",
+       {{"schedule", r.ttft_tail_breakdown.schedule},
+        {"allocate", r.ttft_tail_breakdown.allocate},
+        {"read", r.ttft_tail_breakdown.read},
+        {"prefill", r.ttft_tail_breakdown.prefill},
+        {"scheduler_queue", r.ttft_tail_breakdown.scheduler_queue},
+        {"read_queue", r.ttft_tail_breakdown.read_queue},
+        {"engine_queue", r.ttft_tail_breakdown.engine_queue},
+        {"hbm_wait", r.ttft_tail_breakdown.hbm_wait},
+        {"buffer_wait", r.ttft_tail_breakdown.buffer_wait}}},
       {"online", r.online},
       {"aps", r.aps},
       {"slo_met", r.slo_met},
@@ -248,6 +258,11 @@ std::string result_table(const SimResult& r) {
                                 b.scheduler_queue, b.read_queue, b.engine_queue));
   row("  allocate", fmt::format("{:.3f} s DE HBM + {:.3f} s DRAM buffer", b.hbm_wait,
                                 b.buffer_wait));
+  const TtftBreakdown& t = r.ttft_tail_breakdown;
+  row("TTFT tail (>= p99) =", fmt::format("{:.3f} + {:.3f} + {:.3f} + {:.3f} s (of which PE queue "
+                                          "{:.3f} s)",
+                                          t.schedule, t.allocate, t.read, t.prefill,
+                                          t.engine_queue));
   row("TTST mean/p50/p90/p99", lat(r.ttst, 1, "s"));
   row("TPOT mean/p50/p90/p99", lat(r.tpot, 1e3, "ms"));
   if (r.online && r.trace_static_hit_ratio < 0) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "sim/capacity.h"
+#include "workload/test_trace_file.h"
 #include "sim/cluster_sim.h"
 #include "sim/experiment.h"
 #include "workload/mooncake_reader.h"
@@ -54,7 +55,9 @@ TEST(OnlineSim, ReportsTheLastWindowAndItsBreakdownAddsUpToTheTtft) {
                     r->ttft_breakdown.engine_queue,
                 1e-9);
     EXPECT_GE(r->ttft_breakdown.prefill, 0);
-    if (mode == Mode::kOracle) EXPECT_EQ(r->ttft_breakdown.read, 0);
+    if (mode == Mode::kOracle) {
+      EXPECT_EQ(r->ttft_breakdown.read, 0);
+    }
     // The SLO verdict is the statistic of the reported window against the bounds.
     EXPECT_EQ(r->slo_met, r->ttft.mean <= 4.0 && r->tpot.mean <= 0.05);
     EXPECT_GT(r->agents_arrived, r->agents_finished);
@@ -165,21 +168,7 @@ TEST(OnlineSim, CapacitySaysPlainlyWhenNoRateMeetsTheSlo) {
       << c.status().message();
 }
 
-class TraceFile {
- public:
-  explicit TraceFile(const std::string& text) {
-    path_ = (fs::temp_directory_path() /
-             ("dp_online_" + std::to_string(::getpid()) + "_" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl"))
-                .string();
-    std::ofstream(path_) << text;
-  }
-  ~TraceFile() { fs::remove(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TraceFile = workload::TestTraceFile;
 
 // A content-addressed store: a request hits the leading blocks that earlier requests stored, so
 // an arrival before its predecessor finished misses what one after it hits.

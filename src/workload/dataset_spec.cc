@@ -21,9 +21,16 @@ Result<Dataset> load_dataset(std::string_view spec, uint64_t seed) {
     return read_weka(path);
   }
   if (find_table2_target(spec) != nullptr) return generate_table2(spec, seed);
+  if (spec.substr(0, 9) == "mooncake:") {
+    return Status::invalid_argument(fmt::format(
+        "dataset '{}' is a trace of timestamped requests, not of agent trajectories; dualpath sim "
+        "replays it (--dataset {}), dualpath workload summarises it; the live system and "
+        "--agents runs need 32k, 48k, 64k or weka:PATH",
+        spec, spec));
+  }
   return Status::invalid_argument(fmt::format(
-      "unknown dataset '{}'; valid: 32k, 48k, 64k (PAPER.md Table 2 generator) or weka:PATH "
-      "(WEKA Claude-Code trace file)",
+      "unknown dataset '{}'; valid: 32k, 48k, 64k (PAPER.md Table 2 generator), weka:PATH "
+      "(WEKA Claude-Code trace file) or mooncake:PATH (Mooncake FAST'25 requests, dualpath sim)",
       spec));
 }
 

@@ -12,7 +12,7 @@
 namespace dualpath::workload {
 
 // The valid spec forms, for help texts: "32k|48k|64k|weka:PATH".
-inline constexpr std::string_view kDatasetSpecHelp = "32k|48k|64k|weka:PATH";
+inline constexpr std::string_view kDatasetSpecHelp = "32k|48k|64k|weka:PATH|mooncake:PATH";
 
 // Errors: an unknown spec (invalid_argument listing the valid ones), or the generator's /
 // reader's error.

@@ -1,4 +1,5 @@
 #include "workload/mooncake_reader.h"
+#include "workload/test_trace_file.h"
 
 #include <gtest/gtest.h>
 
@@ -19,21 +20,7 @@ std::string shared_trace(const char* file) {
   return std::string(shared) + "/traces/mooncake_fast25/" + file;
 }
 
-class TempFile {
- public:
-  explicit TempFile(const std::string& text) {
-    path_ = (fs::temp_directory_path() /
-             ("dp_mooncake_" + std::to_string(::getpid()) + "_" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl"))
-                .string();
-    std::ofstream(path_) << text;
-  }
-  ~TempFile() { fs::remove(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempFile = TestTraceFile;
 
 TEST(MooncakeReader, RealTracesMatchTheCountsAndHitRatiosOfSourceMd) {
   const std::string conv = shared_trace("conversation_trace.jsonl");

@@ -1,4 +1,5 @@
 #include "workload/weka_reader.h"
+#include "workload/test_trace_file.h"
 
 #include <gtest/gtest.h>
 
@@ -21,21 +22,7 @@ std::string real_trace_path() {
   return std::string(shared) + "/traces/weka_claude_code/weka_traces_compact.jsonl";
 }
 
-class TempFile {
- public:
-  explicit TempFile(const std::string& text) {
-    path_ = (fs::temp_directory_path() /
-             ("dp_weka_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl"))
-                .string();
-    std::ofstream(path_) << text;
-  }
-  ~TempFile() { fs::remove(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using TempFile = TestTraceFile;
 
 TEST(WekaReaderTest, RealFileMatchesSourceMd) {
   const std::string path = real_trace_path();
