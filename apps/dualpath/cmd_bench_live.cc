@@ -84,10 +84,10 @@ Result<BenchConfigs> load_configs(const LiveArgs& a) {
 }
 
 // The live read path of each benchmark mode (the simulator's mode of the same name).
-Result<engine::PathChoice> live_path(const std::string& mode) {
-  if (mode == "basic") return engine::PathChoice::kPe;
-  if (mode == "full") return engine::PathChoice::kAuto;
-  if (mode == "oracle") return engine::PathChoice::kOracle;
+Result<sched::PathRequest> live_path(const std::string& mode) {
+  if (mode == "basic") return sched::PathRequest(sched::ReadPath::kPe);
+  if (mode == "full") return sched::PathRequest();
+  if (mode == "oracle") return sched::PathRequest(sched::ReadPath::kOracle);
   return Status::invalid_argument(fmt::format(
       "--mode '{}': the live benchmark runs basic (PE read path only), full (both read paths, "
       "the scheduler's choice) or oracle (no KV I/O); list several as basic,full,oracle",
@@ -124,7 +124,7 @@ Result<ModeRun> run_mode(const BenchConfigs& cfgs,
                          const LiveArgs& a) {
   ModeRun run;
   run.mode = mode;
-  DP_ASSIGN_OR_RETURN(engine::PathChoice path, live_path(mode));
+  DP_ASSIGN_OR_RETURN(sched::PathRequest path, live_path(mode));
   if (!a.no_sim) {
     sim::SimConfig sc = cfgs.sim;
     DP_ASSIGN_OR_RETURN(sc.mode, sim::parse_mode(mode));

@@ -56,7 +56,7 @@ int run(const DemoArgs& a) {
   if (auto s = cfg->validate(); !s.is_ok()) {
     return usage_error(a.model.empty() ? s.message() : "--model: " + s.message());
   }
-  auto path = engine::parse_path_choice(a.path);
+  auto path = sched::parse_path_request(a.path);
   if (!path.is_ok()) return usage_error(path.status().message());
   if (a.sessions < 1 || a.turns < 1) return usage_error("--sessions and --turns must be >= 1");
   if (Status s = check_output_file_if_given("--json", a.json_path); !s.is_ok()) {
@@ -85,7 +85,7 @@ int run(const DemoArgs& a) {
                  "TTFT %.1f ms, TPOT %.2f ms\n",
                  t.session, t.turn, static_cast<long long>(t.result.prompt_tokens),
                  static_cast<long long>(t.result.hit_tokens),
-                 std::string(engine::path_name(t.result.path)).c_str(), t.result.ttft_s * 1e3,
+                 std::string(sched::read_path_name(t.result.path)).c_str(), t.result.ttft_s * 1e3,
                  t.result.tpot_s * 1e3);
   };
   auto report = engine::run_demo(**cluster, demo, progress);

@@ -88,7 +88,7 @@ Json DemoReport::to_json() const {
     sessions[t.session]["turns"].push_back(Json{{"turn", t.turn},
                                                 {"prompt_tokens", r.prompt_tokens},
                                                 {"hit_tokens", r.hit_tokens},
-                                                {"path", path_name(r.path)},
+                                                {"path", sched::read_path_name(r.path)},
                                                 {"output_tokens", r.output_tokens},
                                                 {"bytes", r.bytes.to_json()},
                                                 {"ttft_s", r.ttft_s},
@@ -119,7 +119,7 @@ std::string DemoReport::table() const {
       row->context = std::max(row->context, r.prompt_tokens);
       row->prompt += r.prompt_tokens;
       row->hit += r.hit_tokens;
-      (r.path == ReadPathKind::kPe ? row->pe : r.path == ReadPathKind::kDe ? row->de : row->rc)++;
+      (r.path == sched::ReadPath::kPe ? row->pe : r.path == sched::ReadPath::kDe ? row->de : row->rc)++;
       row->bytes += r.bytes;
       row->ttft += r.ttft_s;
       row->tpot += r.tpot_s;

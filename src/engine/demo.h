@@ -20,7 +20,7 @@ struct DemoOptions {
   int sessions = 4;
   int turns = 24;
   uint64_t seed = 1;
-  PathChoice path = PathChoice::kAuto;
+  sched::PathRequest path = sched::PathRequest();
   int64_t first_prompt_tokens = 512;
   int64_t min_append_tokens = 150;
   int64_t max_append_tokens = 250;

@@ -23,7 +23,7 @@ TEST(LiveBench, EveryModeReplaysTheSameTurnsAndReadsEachHitOnce) {
       {0, 300, 20}, {320, 520, 20}, {540, 700, 10}, {710, 900, 5}};
   const std::vector<std::vector<workload::TurnShape>> agents = {shapes, shapes};
   std::vector<LiveBenchResult> results;
-  for (PathChoice path : {PathChoice::kPe, PathChoice::kAuto, PathChoice::kOracle}) {
+  for (sched::PathRequest path : {sched::PathRequest(sched::ReadPath::kPe), sched::PathRequest(), sched::PathRequest(sched::ReadPath::kOracle)}) {
     TempDir dir;
     auto cluster = LocalCluster::start(fast_modeled_cluster(dir.path(), 2));
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
@@ -36,9 +36,9 @@ TEST(LiveBench, EveryModeReplaysTheSameTurnsAndReadsEachHitOnce) {
     EXPECT_EQ(r->turns, 8);
     // Hits: each turn's kept context less its last token (generated, so its KV is computed by
     // the next prefill), whole blocks: 0 + 256 + 512 + 704 per agent.
-    EXPECT_EQ(r->hit_tokens, 2 * (0 + 256 + 512 + 704)) << "path " << static_cast<int>(path);
+    EXPECT_EQ(r->hit_tokens, 2 * (0 + 256 + 512 + 704)) << "path " << sched::path_request_name(path);
     EXPECT_EQ(r->prompt_tokens, 2 * (300 + 520 + 700 + 900));
-    if (path == PathChoice::kOracle) {
+    if (path == sched::PathRequest(sched::ReadPath::kOracle)) {
       EXPECT_EQ(r->bytes.storage_read + r->bytes.pe_h2d + r->bytes.de_to_pe +
                     r->bytes.pd_transfer + r->bytes.de_h2d + r->bytes.persist,
                 0);
@@ -49,7 +49,7 @@ TEST(LiveBench, EveryModeReplaysTheSameTurnsAndReadsEachHitOnce) {
                     r->storage_read_by_node[2],
                 r->bytes.storage_read);
     }
-    if (path == PathChoice::kPe) {
+    if (path == sched::PathRequest(sched::ReadPath::kPe)) {
       EXPECT_EQ(r->pe_path_turns, 8);
     }
     EXPECT_GT(r->jct_s, r->jct_real_s);  // emulated time runs 20x faster than real time
@@ -90,7 +90,7 @@ TEST(EngineConcurrency, ConcurrentSessionsGiveTheTokensOfSequentialOnes) {
     demo.sessions = 4;
     demo.turns = 4;
     demo.first_prompt_tokens = 256;
-    demo.path = PathChoice::kAuto;
+    demo.path = sched::PathRequest();
     demo.concurrent = concurrent;
     auto report = run_demo(**cluster, demo, {});
     ASSERT_TRUE(report.is_ok()) << report.status().to_string();

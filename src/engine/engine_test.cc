@@ -20,7 +20,7 @@ namespace {
 using store::TempDir;
 
 // One session of 21 turns whose context passes 4K tokens (256 + 20 x (150..250 + 16..32)).
-DemoOptions long_session(PathChoice path) {
+DemoOptions long_session(sched::PathRequest path) {
   DemoOptions demo;
   demo.sessions = 1;
   demo.turns = 21;
@@ -29,7 +29,7 @@ DemoOptions long_session(PathChoice path) {
   return demo;
 }
 
-DemoReport run_fresh(PathChoice path, int decode_nodes) {
+DemoReport run_fresh(sched::PathRequest path, int decode_nodes) {
   TempDir dir;
   auto cluster = LocalCluster::start(test_cluster(dir.path(), decode_nodes));
   EXPECT_TRUE(cluster.is_ok()) << cluster.status().to_string();
@@ -47,40 +47,40 @@ void check_accounting(const TurnResult& r, int64_t gen_tokens, const store::Bloc
   ASSERT_EQ(r.hit_tokens % bt, 0);
   // Every hit token read from storage exactly once, in whole blocks.
   EXPECT_EQ(r.bytes.storage_read,
-            r.path == ReadPathKind::kRecompute ? 0 : r.hit_tokens * kv_per_token);
+            r.path == sched::ReadPath::kRecompute ? 0 : r.hit_tokens * kv_per_token);
   EXPECT_EQ(r.bytes.de_h2d, r.prompt_tokens * kv_per_token);
   switch (r.path) {
-    case ReadPathKind::kPe:
+    case sched::ReadPath::kPe:
       EXPECT_EQ(r.bytes.pe_h2d, r.bytes.storage_read);
       EXPECT_EQ(r.bytes.de_to_pe, 0);
       EXPECT_EQ(r.bytes.pd_transfer, r.prompt_tokens * kv_per_token);
       break;
-    case ReadPathKind::kDe:
+    case sched::ReadPath::kDe:
       EXPECT_EQ(r.bytes.de_to_pe, r.bytes.storage_read);
       EXPECT_EQ(r.bytes.pe_h2d, 0);
       EXPECT_EQ(r.bytes.pd_transfer, (r.prompt_tokens - r.hit_tokens) * kv_per_token);
       break;
-    case ReadPathKind::kRecompute:
+    case sched::ReadPath::kRecompute:
       EXPECT_EQ(r.bytes.pe_h2d + r.bytes.de_to_pe, 0);
       EXPECT_EQ(r.bytes.pd_transfer, r.prompt_tokens * kv_per_token);
       break;
-    case ReadPathKind::kOracle:
+    case sched::ReadPath::kOracle:
       ADD_FAILURE() << "the demo never takes the oracle path";
       break;
   }
   // Every full block with KV (the prompt and all but the last generated token) not hit is
   // persisted.
   const int64_t full_blocks = (r.prompt_tokens + gen_tokens - 1) / bt;
-  if (r.path != ReadPathKind::kRecompute) {
+  if (r.path != sched::ReadPath::kRecompute) {
     EXPECT_EQ(r.bytes.persist, (full_blocks - r.hit_tokens / bt) * bt * kv_per_token);
   }
 }
 
 TEST(Engine, AllReadPathsGiveTheTokensOfRecomputeOver20TurnsPast4K) {
-  std::vector<std::pair<PathChoice, DemoReport>> runs;
-  for (PathChoice path :
-       {PathChoice::kRecompute, PathChoice::kPe, PathChoice::kDe, PathChoice::kAuto}) {
-    runs.emplace_back(path, run_fresh(path, /*decode_nodes=*/path == PathChoice::kAuto ? 2 : 1));
+  std::vector<std::pair<sched::PathRequest, DemoReport>> runs;
+  for (sched::PathRequest path :
+       {sched::PathRequest(sched::ReadPath::kRecompute), sched::PathRequest(sched::ReadPath::kPe), sched::PathRequest(sched::ReadPath::kDe), sched::PathRequest()}) {
+    runs.emplace_back(path, run_fresh(path, /*decode_nodes=*/path == sched::PathRequest() ? 2 : 1));
     ASSERT_FALSE(HasFailure());
     std::fprintf(stderr, "%s", runs.back().second.table().c_str());
   }
@@ -104,7 +104,7 @@ TEST(Engine, AllReadPathsGiveTheTokensOfRecomputeOver20TurnsPast4K) {
       EXPECT_LE(max_diff, 1e-4f) << "turn " << t;
       check_accounting(got, static_cast<int64_t>(got.output_tokens.size()), layout);
       if (got.hit_tokens > 0) ++hit_turns;
-      if (path != PathChoice::kRecompute && t > 0) {
+      if (path != sched::PathRequest(sched::ReadPath::kRecompute) && t > 0) {
         // The previous turn persisted its prompt and its generated tokens' full blocks.
         const TurnResult& prev = report.turns[t - 1].result;
         const int64_t prev_blocks =
@@ -112,7 +112,7 @@ TEST(Engine, AllReadPathsGiveTheTokensOfRecomputeOver20TurnsPast4K) {
         EXPECT_EQ(got.hit_tokens, prev_blocks * 64) << "turn " << t;
       }
     }
-    if (path == PathChoice::kPe || path == PathChoice::kDe) {
+    if (path == sched::PathRequest(sched::ReadPath::kPe) || path == sched::PathRequest(sched::ReadPath::kDe)) {
       EXPECT_EQ(hit_turns, 20);
     }
   }
@@ -123,7 +123,7 @@ TEST(Engine, ConcurrentSessionsByAutoGiveTheTokensOfThePePath) {
   // node has the other session's reads pending, so the paths mix (how much depends on the
   // interleaving; the tokens must not).
   std::vector<DemoReport> reports;
-  for (PathChoice path : {PathChoice::kPe, PathChoice::kAuto}) {
+  for (sched::PathRequest path : {sched::PathRequest(sched::ReadPath::kPe), sched::PathRequest()}) {
     TempDir dir;
     ClusterOptions options = test_cluster(dir.path(), 1);
     options.config.snic_gbps = 1;  // slower reads overlap more often, so auto mixes more
@@ -149,7 +149,7 @@ TEST(Engine, ConcurrentSessionsByAutoGiveTheTokensOfThePePath) {
 // sessions spread over both decode engines and prefills over both prefill engines give the
 // tokens of one engine per node, by both read paths.
 TEST(Engine, TwoEnginesPerNodeGiveTheTokensOfOne) {
-  auto run = [](int engines, PathChoice path) {
+  auto run = [](int engines, sched::PathRequest path) {
     TempDir dir;
     ClusterOptions options = test_cluster(dir.path(), 1);
     options.config.engines_per_node = engines;
@@ -163,8 +163,8 @@ TEST(Engine, TwoEnginesPerNodeGiveTheTokensOfOne) {
     EXPECT_TRUE(report.is_ok()) << report.status().to_string();
     return report.is_ok() ? std::move(report).value() : DemoReport{};
   };
-  const DemoReport one = run(1, PathChoice::kPe);
-  for (PathChoice path : {PathChoice::kPe, PathChoice::kDe}) {
+  const DemoReport one = run(1, sched::PathRequest(sched::ReadPath::kPe));
+  for (sched::PathRequest path : {sched::PathRequest(sched::ReadPath::kPe), sched::PathRequest(sched::ReadPath::kDe)}) {
     const DemoReport two = run(2, path);
     ASSERT_EQ(two.turns.size(), one.turns.size());
     std::set<int> de_engines;
@@ -183,7 +183,7 @@ TEST(Engine, ModeledBackendTokensAgreeAcrossPaths) {
   // The modeled backend's prefill token digests every KV row of the last layer, cached and new:
   // it agrees across paths only if every loaded byte is right.
   std::vector<DemoReport> reports;
-  for (PathChoice path : {PathChoice::kRecompute, PathChoice::kPe, PathChoice::kDe}) {
+  for (sched::PathRequest path : {sched::PathRequest(sched::ReadPath::kRecompute), sched::PathRequest(sched::ReadPath::kPe), sched::PathRequest(sched::ReadPath::kDe)}) {
     TempDir dir;
     ClusterOptions options = test_cluster(dir.path(), 1);
     options.config.compute = "modeled";
@@ -210,7 +210,7 @@ TEST(Engine, ModeledBackendTokensAgreeAcrossPaths) {
 
 TEST(Engine, DataDirPersistsAcrossClusters) {
   TempDir dir;
-  DemoOptions demo = long_session(PathChoice::kPe);
+  DemoOptions demo = long_session(sched::PathRequest(sched::ReadPath::kPe));
   demo.turns = 2;
   std::vector<DemoReport> reports;
   for (int run = 0; run < 2; ++run) {
@@ -236,7 +236,7 @@ TEST(Engine, KilledDecodeNodeIsAClearErrorOrAFailover) {
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
   TurnRequest request;
   for (int i = 0; i < 300; ++i) request.tokens.push_back(i % 500);
-  request.path = PathChoice::kDe;
+  request.path = sched::PathRequest(sched::ReadPath::kDe);
   ASSERT_TRUE((*cluster)->run_turn(request).is_ok());
   ::kill((*cluster)->decode_pid(0), SIGKILL);
   // Either the driver already sees the process gone (a clear kUnavailable before anything is
@@ -261,7 +261,7 @@ TEST(Engine, DecodeNodeKilledMidRequestFailsOverToThePePathOnAnotherNode) {
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
   TurnRequest request;
   for (int i = 0; i < 300; ++i) request.tokens.push_back((i * 7) % 500);
-  request.path = PathChoice::kDe;
+  request.path = sched::PathRequest(sched::ReadPath::kDe);
   auto first = (*cluster)->run_turn(request);  // persists the prompt's blocks
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
   request.tokens.insert(request.tokens.end(), first->output_tokens.begin(),
@@ -273,14 +273,14 @@ TEST(Engine, DecodeNodeKilledMidRequestFailsOverToThePePathOnAnotherNode) {
   ASSERT_TRUE(turn.is_ok()) << turn.status().to_string();
   EXPECT_EQ(turn->failed_over_from, 0);
   EXPECT_EQ(turn->de_index, 1);
-  EXPECT_EQ(turn->path, ReadPathKind::kPe);
+  EXPECT_EQ(turn->path, sched::ReadPath::kPe);
   EXPECT_GT(turn->hit_tokens, 0);
   // The same turn on a fresh cluster, undisturbed, gives the same tokens.
   TempDir dir2;
   auto clean = LocalCluster::start(test_cluster(dir2.path(), 1));
   ASSERT_TRUE(clean.is_ok()) << clean.status().to_string();
   request.after_prepare = nullptr;
-  request.path = PathChoice::kRecompute;
+  request.path = sched::PathRequest(sched::ReadPath::kRecompute);
   auto want = (*clean)->run_turn(request);
   ASSERT_TRUE(want.is_ok()) << want.status().to_string();
   EXPECT_EQ(turn->output_tokens, want->output_tokens);
@@ -292,7 +292,7 @@ TEST(Engine, CorruptHitBlockIsRecomputedNeverServed) {
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
   TurnRequest request;
   for (int i = 0; i < 300; ++i) request.tokens.push_back((i * 11) % 500);
-  request.path = PathChoice::kPe;
+  request.path = sched::PathRequest(sched::ReadPath::kPe);
   auto first = (*cluster)->run_turn(request);
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
   // Flip one payload byte in every stored block file.
@@ -310,7 +310,7 @@ TEST(Engine, CorruptHitBlockIsRecomputedNeverServed) {
   ASSERT_GT(flipped, 0);
   auto again = (*cluster)->run_turn(request);
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
-  EXPECT_EQ(again->path, ReadPathKind::kRecompute);
+  EXPECT_EQ(again->path, sched::ReadPath::kRecompute);
   EXPECT_EQ(again->output_tokens, first->output_tokens);
 }
 

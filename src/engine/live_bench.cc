@@ -86,10 +86,10 @@ Result<LiveBenchResult> run_live_bench(LocalCluster& cluster,
       r.prompt_tokens += t.prompt_tokens;
       r.hit_tokens += t.hit_tokens;
       r.bytes += t.bytes;
-      if (t.path == ReadPathKind::kPe) ++r.pe_path_turns;
-      if (t.path == ReadPathKind::kDe) ++r.de_path_turns;
+      if (t.path == sched::ReadPath::kPe) ++r.pe_path_turns;
+      if (t.path == sched::ReadPath::kDe) ++r.de_path_turns;
       if (t.failed_over_from >= 0) ++r.failed_over_turns;
-      r.storage_read_by_node[t.path == ReadPathKind::kDe ? 1 + t.de_index : 0] +=
+      r.storage_read_by_node[t.path == sched::ReadPath::kDe ? 1 + t.de_index : 0] +=
           t.bytes.storage_read;
       ttft.push_back(t.ttft_s / dilation);
       if (t.output_tokens.size() > 1) tpot.push_back(t.tpot_s / dilation);

@@ -28,7 +28,7 @@
 namespace dualpath::engine {
 
 struct LiveBenchOptions {
-  PathChoice path = PathChoice::kAuto;
+  sched::PathRequest path = sched::PathRequest();
   uint64_t seed = 1;  // the appended token ids
   // Called after every turn with (turns done, turns in all, real seconds since the start).
   std::function<void(int64_t, int64_t, double)> progress;

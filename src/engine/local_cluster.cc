@@ -36,15 +36,6 @@ constexpr auto kQuitGrace = std::chrono::seconds(5);
 
 }  // namespace
 
-Result<PathChoice> parse_path_choice(std::string_view name) {
-  if (name == "pe") return PathChoice::kPe;
-  if (name == "de") return PathChoice::kDe;
-  if (name == "auto") return PathChoice::kAuto;
-  if (name == "recompute") return PathChoice::kRecompute;
-  if (name == "oracle") return PathChoice::kOracle;
-  return Status::invalid_argument(
-      fmt::format("--path '{}' is not one of pe, de, auto, recompute, oracle", name));
-}
 
 Status LocalCluster::spawn(NodeProcess& node,
                            const NodeSetup& setup,
@@ -245,12 +236,12 @@ Result<TurnResult> LocalCluster::run_turn(const TurnRequest& request) {
   }
   auto result = run_turn_on(request, request.de_index, /*force_pe_path=*/false);
   if (result.is_ok()) return result;
-  if (result.status().is_not_found() && request.path != PathChoice::kRecompute) {
+  if (result.status().is_not_found() && request.path != sched::PathRequest(sched::ReadPath::kRecompute)) {
     // A hit block vanished between the prefix match and the read (evicted, or quarantined as
     // corrupt): the turn is recomputed, never served from wrong bytes.
     DP_LOG_WARN("{}; recomputing the turn", result.status().to_string());
     TurnRequest retry = request;
-    retry.path = PathChoice::kRecompute;
+    retry.path = sched::PathRequest(sched::ReadPath::kRecompute);
     retry.after_prepare = nullptr;
     return run_turn_on(retry, request.de_index, /*force_pe_path=*/false);
   }
@@ -290,22 +281,22 @@ Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
   TurnResult result;
   result.prompt_tokens = n;
 
-  ReadPathKind path = ReadPathKind::kRecompute;
+  sched::ReadPath path = sched::ReadPath::kRecompute;
   int64_t hit = 0;
-  if (request.path == PathChoice::kOracle) {
+  if (request.path == sched::PathRequest(sched::ReadPath::kOracle)) {
     if (config_.compute != "modeled") {
       return Status::invalid_argument(
           "the oracle path needs live.compute = \"modeled\": it loads no KV, and the CPU model "
           "cannot compute without it");
     }
-    path = ReadPathKind::kOracle;
+    path = sched::ReadPath::kOracle;
     hit = std::clamp<int64_t>(request.oracle_hit_tokens / bt * bt, 0, ((n - 1) / bt) * bt);
-  } else if (request.path != PathChoice::kRecompute) {
+  } else if (request.path != sched::PathRequest(sched::ReadPath::kRecompute)) {
     hit = store_->longest_cached_prefix(request.tokens).hit_tokens(store_->layout());
     hit = std::min(hit, ((n - 1) / bt) * bt);  // leave at least one new token
-    if (request.path == PathChoice::kPe) path = ReadPathKind::kPe;
-    if (request.path == PathChoice::kDe) path = ReadPathKind::kDe;
-    if (request.path == PathChoice::kAuto) {
+    if (request.path == sched::PathRequest(sched::ReadPath::kPe)) path = sched::ReadPath::kPe;
+    if (request.path == sched::PathRequest(sched::ReadPath::kDe)) path = sched::ReadPath::kDe;
+    if (request.path == sched::PathRequest()) {
       // The read queue of a node, as the scheduler sees it: the reads in flight on its storage
       // NIC (the node's gauge) or, when larger, the hit tokens of the turns this driver has sent
       // to it whose reads have not finished. Without the second term, turns that start
@@ -315,20 +306,20 @@ Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
       DP_ASSIGN_OR_RETURN(int64_t de_gauge, read_queue_tokens(de));
       const int64_t pe_q = std::max(pe_gauge, pending_read_tokens_[0]);
       const int64_t de_q = std::max(de_gauge, pending_read_tokens_[1 + de_index]);
-      path = sched::choose_read_path(pe_q, de_q) == sched::ReadPath::kPe ? ReadPathKind::kPe
-                                                                         : ReadPathKind::kDe;
+      path = sched::choose_read_path(pe_q, de_q) == sched::ReadPath::kPe ? sched::ReadPath::kPe
+                                                                         : sched::ReadPath::kDe;
       DP_LOG_DEBUG("read queues: PE {} tokens, decode node {} {} tokens -> {} path", pe_q, de_index,
-                   de_q, path_name(path));
+                   de_q, sched::read_path_name(path));
     }
   }
-  if (force_pe_path && path == ReadPathKind::kDe) path = ReadPathKind::kPe;
+  if (force_pe_path && path == sched::ReadPath::kDe) path = sched::ReadPath::kPe;
   result.hit_tokens = hit;
   result.path = path;
   result.de_index = de_index;
   // The node that reads this turn's hits carries them in its pending reads until they are read.
-  const size_t reader = path == ReadPathKind::kDe ? 1 + de_index : 0;
+  const size_t reader = path == sched::ReadPath::kDe ? 1 + de_index : 0;
   const int64_t read_tokens =
-      path == ReadPathKind::kRecompute || path == ReadPathKind::kOracle ? 0 : hit;
+      path == sched::ReadPath::kRecompute || path == sched::ReadPath::kOracle ? 0 : hit;
   {
     std::lock_guard lock(path_mu_);
     pending_read_tokens_[reader] += read_tokens;
@@ -350,20 +341,20 @@ Result<TurnResult> LocalCluster::run_turn_on(const TurnRequest& request,
                          request.tokens,
                          hit,
                          request.gen_tokens,
-                         path == ReadPathKind::kDe,
-                         path == ReadPathKind::kOracle,
+                         path == sched::ReadPath::kDe,
+                         path == sched::ReadPath::kOracle,
                          request.de_engine};
   result.de_engine = request.de_engine;
   Json prep_msg = prepare.to_json();
   prep_msg["cmd"] = "prepare";
   DP_ASSIGN_OR_RETURN(Json prepared, de.link->call(prep_msg, call_timeout()));
-  if (path == ReadPathKind::kDe) finish_read();
+  if (path == sched::ReadPath::kDe) finish_read();
   result.bytes += HopBytes::from_json(prepared.value("bytes", Json::object()));
 
   auto fail = [&](Status s) {
     (void)de.link->call(Json{{"cmd", "release"}, {"request_id", id}}, config_.request_timeout);
     return s.with_context(
-        fmt::format("turn of request {} ({} path, decode node {})", id, path_name(path), de_index));
+        fmt::format("turn of request {} ({} path, decode node {})", id, sched::read_path_name(path), de_index));
   };
   if (request.after_prepare) request.after_prepare();
   // The prefill engine with the fewest prefills in flight (ties: the lowest index).

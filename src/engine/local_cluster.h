@@ -36,6 +36,7 @@
 #include "engine/node_link.h"
 #include "engine/node_runtime.h"
 #include "engine/request_fields.h"
+#include "sched/read_path.h"
 #include "store/file_store.h"
 #include "transport/oob_channel.h"
 
@@ -48,13 +49,11 @@ struct ClusterOptions {
   std::vector<std::string> node_args = {"node"};
 };
 
-enum class PathChoice { kPe, kDe, kAuto, kRecompute, kOracle };
-Result<PathChoice> parse_path_choice(std::string_view name);
 
 struct TurnRequest {
   std::vector<int32_t> tokens;  // the whole prompt
   int64_t gen_tokens = 16;
-  PathChoice path = PathChoice::kAuto;
+  sched::PathRequest path = sched::PathRequest();
   int de_index = 0;
   int de_engine = 0;  // the engine of that decode node (its HBM and traffic manager)
   // kOracle: the hit tokens (rounded down to whole blocks), since the oracle persists nothing
@@ -68,7 +67,7 @@ struct TurnRequest {
 struct TurnResult {
   int64_t prompt_tokens = 0;
   int64_t hit_tokens = 0;
-  ReadPathKind path = ReadPathKind::kRecompute;
+  sched::ReadPath path = sched::ReadPath::kRecompute;
   std::vector<int32_t> output_tokens;
   std::vector<float> first_logits;  // the prefill's logits (the first output token's)
   HopBytes bytes;

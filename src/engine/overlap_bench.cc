@@ -45,7 +45,7 @@ Result<OverlapResult> run_overlap_bench(LocalCluster& cluster, const OverlapOpti
     first.tokens = prefix;
     first.tokens.push_back(0);
     first.gen_tokens = 1;
-    first.path = PathChoice::kRecompute;
+    first.path = sched::PathRequest(sched::ReadPath::kRecompute);
     DP_RETURN_IF_ERROR(cluster.run_turn(first).status(), "overlap benchmark: the first turn");
   }
   OverlapResult out;
@@ -53,8 +53,8 @@ Result<OverlapResult> run_overlap_bench(LocalCluster& cluster, const OverlapOpti
   out.hit_tokens = options.hit_tokens;
   out.prompt_tokens = options.hit_tokens + options.append_tokens;
   out.layer_load_bytes = options.hit_tokens * shape.bytes_per_token_per_layer;
-  for (auto [name, path] : {std::pair{"oracle", PathChoice::kOracle},
-                            std::pair{"de", PathChoice::kDe}, std::pair{"pe", PathChoice::kPe}}) {
+  for (auto [name, path] : {std::pair{"oracle", sched::PathRequest(sched::ReadPath::kOracle)},
+                            std::pair{"de", sched::PathRequest(sched::ReadPath::kDe)}, std::pair{"pe", sched::PathRequest(sched::ReadPath::kPe)}}) {
     OverlapPathResult pr;
     pr.path = name;
     std::vector<std::vector<std::pair<double, double>>> timelines;

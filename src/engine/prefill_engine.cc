@@ -98,7 +98,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   const auto lb = static_cast<size_t>(layout.layer_block_bytes());
   const auto fb = static_cast<size_t>(layout.full_block_bytes());
   if (n == 0 || req.hit_tokens < 0 || req.hit_tokens >= n || req.hit_tokens % bt != 0 ||
-      (req.path == ReadPathKind::kRecompute && req.hit_tokens != 0)) {
+      (req.path == sched::ReadPath::kRecompute && req.hit_tokens != 0)) {
     return Status::invalid_argument(fmt::format(
         "request {}: hit_tokens {} must be whole blocks of {} below the prompt's {} tokens (0 "
         "for recompute)",
@@ -115,7 +115,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
 
   // Storage -> PE buffer (PE read path): the hit Full Blocks, read once.
   SlotLease pe_buffer;
-  if (req.path == ReadPathKind::kPe && hit_blocks > 0) {
+  if (req.path == sched::ReadPath::kPe && hit_blocks > 0) {
     DP_ASSIGN_OR_RETURN(pe_buffer, rt_.dram().allocate(hit_blocks * fb));
     const auto keys = store::block_key_chain(kv_fingerprint(rt_.setup().backend),
                                              std::span(req.tokens).first(req.hit_tokens), bt);
@@ -140,7 +140,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   auto slot_offset = [&](int64_t l) { return hbm.offset_bytes() + (l % depth) * slot_bytes; };
   auto slot = [&](int64_t l) { return hbm_pool.span().subspan(slot_offset(l), slot_bytes); };
 
-  const bool oracle = req.path == ReadPathKind::kOracle;
+  const bool oracle = req.path == sched::ReadPath::kOracle;
   DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend,
                       rt_.backends().make(/*digest_kv=*/!oracle));
   const compute::PrefillSequence sequence{std::span(req.tokens).subspan(req.hit_tokens),
@@ -154,7 +154,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   auto issue_load = [&](int64_t l) -> Status {
     if (hit_blocks == 0 || oracle) return Status::ok();
     op_options.timeout = remaining();
-    if (req.path == ReadPathKind::kPe) {
+    if (req.path == sched::ReadPath::kPe) {
       std::vector<transport::RmaRequest> puts;
       for (int64_t b = 0; b < hit_blocks; ++b) {
         puts.push_back({pe_buffer.bytes().subspan(b * fb + l * lb, lb), &rt_.local_hbm(engine),
@@ -174,7 +174,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   auto wait_load = [&](int64_t l) -> Status {
     if (hit_blocks == 0 || oracle) return Status::ok();
     DP_RETURN_IF_ERROR(loads[l].wait(), "request {}: load layer {}", req.request_id, l);
-    if (req.path == ReadPathKind::kDe) {
+    if (req.path == sched::ReadPath::kDe) {
       DP_RETURN_IF_ERROR(wait_layer_pushed(req.request_id, static_cast<uint32_t>(l), deadline));
     }
     return Status::ok();
@@ -183,7 +183,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
     // PE path: the layer's hit + miss KV; DE path: the miss KV only, next to the hit KV the DE
     // buffer already holds.
     if (oracle) return Status::ok();  // the DE "has" the KV
-    const int64_t first_block = req.path == ReadPathKind::kDe ? hit_blocks : 0;
+    const int64_t first_block = req.path == sched::ReadPath::kDe ? hit_blocks : 0;
     std::vector<transport::RmaRequest> puts;
     for (int64_t b = first_block; b < blocks; ++b) {
       const int64_t tokens = std::min(bt, n - b * bt);

@@ -4,29 +4,6 @@
 
 namespace dualpath::engine {
 
-std::string_view path_name(ReadPathKind path) {
-  switch (path) {
-    case ReadPathKind::kPe:
-      return "pe";
-    case ReadPathKind::kDe:
-      return "de";
-    case ReadPathKind::kRecompute:
-      return "recompute";
-    case ReadPathKind::kOracle:
-      return "oracle";
-  }
-  return "?";
-}
-
-Result<ReadPathKind> parse_path(std::string_view name) {
-  if (name == "pe") return ReadPathKind::kPe;
-  if (name == "de") return ReadPathKind::kDe;
-  if (name == "recompute") return ReadPathKind::kRecompute;
-  if (name == "oracle") return ReadPathKind::kOracle;
-  return Status::invalid_argument(
-      fmt::format("read path '{}' is not one of pe, de, recompute, oracle", name));
-}
-
 Json HopBytes::to_json() const {
   return Json{{"storage_read", storage_read}, {"pe_h2d", pe_h2d}, {"de_to_pe", de_to_pe},
               {"pd_transfer", pd_transfer},   {"de_h2d", de_h2d}, {"persist", persist}};
@@ -64,7 +41,7 @@ Result<std::vector<int32_t>> tokens_of(const Json& j) {
 
 Json PrefillRequest::to_json() const {
   return Json{{"request_id", request_id}, {"tokens", tokens},
-              {"hit_tokens", hit_tokens}, {"path", path_name(path)},
+              {"hit_tokens", hit_tokens}, {"path", sched::read_path_name(path)},
               {"de_index", de_index},     {"de_dram_offset", de_dram_offset},
               {"pe_engine", pe_engine}};
 }
@@ -74,7 +51,7 @@ Result<PrefillRequest> PrefillRequest::from_json(const Json& j) {
   r.request_id = j.value("request_id", uint64_t{0});
   DP_ASSIGN_OR_RETURN(r.tokens, tokens_of(j));
   r.hit_tokens = j.value("hit_tokens", int64_t{0});
-  DP_ASSIGN_OR_RETURN(r.path, parse_path(j.value("path", std::string())));
+  DP_ASSIGN_OR_RETURN(r.path, sched::parse_read_path(j.value("path", std::string())));
   r.de_index = j.value("de_index", 0);
   r.de_dram_offset = j.value("de_dram_offset", uint64_t{0});
   r.pe_engine = j.value("pe_engine", 0);

@@ -8,16 +8,11 @@
 #include <vector>
 
 #include "engine/control_channel.h"
+#include "sched/read_path.h"
 
 namespace dualpath::engine {
 
-// How a turn's hit KV reaches the PE (kRecompute: it does not; every token is recomputed).
-// kOracle: the hit KV is taken to be in the PE's and the DE's HBM already: no storage read, no
-// H2D, no PD transfer and no persistence, only compute and decode (the simulator's `oracle`
-// mode, an upper bound; the modeled backend only, since no real KV exists to compute with).
-enum class ReadPathKind { kPe, kDe, kRecompute, kOracle };
-std::string_view path_name(ReadPathKind path);
-Result<ReadPathKind> parse_path(std::string_view name);
+// The read path of a turn: sched::ReadPath (sched/read_path.h).
 
 // Bytes per hop of one turn.
 struct HopBytes {
@@ -38,7 +33,7 @@ struct PrefillRequest {
   uint64_t request_id = 0;
   std::vector<int32_t> tokens;  // the whole prompt
   int64_t hit_tokens = 0;       // whole blocks, cached in the store
-  ReadPathKind path = ReadPathKind::kPe;
+  sched::ReadPath path = sched::ReadPath::kPe;
   int de_index = 0;             // the DE node that will decode (and, on the DE path, reads)
   uint64_t de_dram_offset = 0;  // the request's Full Blocks in that DE node's buffer
   int pe_engine = 0;            // the engine of the PE node that prefills

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "sched/read_path.h"
+
 namespace dualpath::sched {
 
 // A request as the scheduler sees it. tokens(r) = len_r = prompt tokens (PAPER.md §12 item 2:
@@ -34,8 +36,5 @@ struct DeEngineLoad {
   double free_hbm_bytes = 0;
 };
 
-enum class ReadPath { kPe, kDe };
-
-inline const char* read_path_name(ReadPath p) { return p == ReadPath::kPe ? "pe" : "de"; }
 
 }  // namespace dualpath::sched
