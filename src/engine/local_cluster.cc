@@ -1,7 +1,6 @@
 #include "engine/local_cluster.h"
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +16,6 @@
 #include "common/log.h"
 #include "sched/path_choice.h"
 
-extern char** environ;
 
 namespace dualpath::engine {
 
@@ -40,23 +38,21 @@ constexpr auto kQuitGrace = std::chrono::seconds(5);
 Status LocalCluster::spawn(NodeProcess& node,
                            const NodeSetup& setup,
                            const ClusterOptions& options) {
-  std::vector<std::string> args{options.node_program};
-  args.insert(args.end(), options.node_args.begin(), options.node_args.end());
+  SpawnOptions spawn;
+  spawn.argv = {options.node_program};
+  spawn.argv.insert(spawn.argv.end(), options.node_args.begin(), options.node_args.end());
   for (const std::string& a :
        {std::string("--role"), node.role, std::string("--index"), std::to_string(node.index),
         std::string("--driver-port"), std::to_string(listener_->port())}) {
-    args.push_back(a);
+    spawn.argv.push_back(a);
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // posix_spawn: fork+exec without running anything in a forked copy of our threads.
-  int err = ::posix_spawn(&node.pid, options.node_program.c_str(), nullptr, nullptr, argv.data(),
-                          environ);
-  if (err != 0) {
-    return Status::io_error(fmt::format("cannot start the {} node '{}': {}", node.role,
-                                        options.node_program, std::strerror(err)));
+  spawn.die_with_parent = true;  // a killed driver leaves no orphans
+  auto child = Subprocess::spawn(spawn);
+  if (!child.is_ok()) {
+    return child.status().with_context(
+        fmt::format("cannot start the {} node '{}'", node.role, options.node_program));
   }
+  node.process = std::move(child).value();
   const auto deadline = Clock::now() + kStartTimeout;
   for (;;) {
     auto channel = listener_->accept(kAcceptSlice);
@@ -65,12 +61,10 @@ Status LocalCluster::spawn(NodeProcess& node,
       break;
     }
     if (!channel.status().is_timed_out()) return channel.status();
-    int wstatus = 0;
-    if (::waitpid(node.pid, &wstatus, WNOHANG) == node.pid) {
-      node.pid = -1;
+    if (auto status = node.process.poll()) {
       return Status::unavailable(
-          fmt::format("the {} node {} exited (status {}) before connecting; its stderr says why",
-                      node.role, node.index, wstatus));
+          fmt::format("the {} node {} exited ({}) before connecting; its stderr says why",
+                      node.role, node.index, Subprocess::describe(*status)));
     }
     if (Clock::now() > deadline) {
       return Status::timed_out(
@@ -175,16 +169,10 @@ LocalCluster::~LocalCluster() {
   }
   const auto deadline = Clock::now() + kQuitGrace;
   for (NodeProcess& node : nodes_) {
-    if (node.pid <= 0) continue;
     // Reap with a deadline; the nodes exit on "quit" or on the closed socket.
-    while (::waitpid(node.pid, nullptr, WNOHANG) != node.pid) {
-      if (Clock::now() > deadline) {
-        ::kill(node.pid, SIGKILL);
-        ::waitpid(node.pid, nullptr, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    const auto left = std::max(Duration(0), std::chrono::duration_cast<Duration>(
+                                                deadline - Clock::now()));
+    if (!node.process.wait_for(left).is_ok()) node.process.stop(SIGKILL, Duration(0));
   }
   store_.reset();
   if (!temp_dir_.empty()) {
@@ -213,12 +201,7 @@ void LocalCluster::place_session(int64_t session, TurnRequest& request) const {
 bool LocalCluster::decode_node_alive(int index) {
   NodeProcess& node = nodes_.at(1 + index);
   std::lock_guard lock(pids_mu_);
-  if (node.pid <= 0) return false;
-  if (::waitpid(node.pid, nullptr, WNOHANG) == node.pid) {
-    node.pid = -1;
-    return false;
-  }
-  return true;
+  return node.process.running();
 }
 
 Result<TurnResult> LocalCluster::run_turn(const TurnRequest& request) {

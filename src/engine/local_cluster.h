@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
 #include "engine/control_channel.h"
 #include "engine/engine_config.h"
 #include "engine/node_link.h"
@@ -101,7 +102,7 @@ class LocalCluster {
   int decode_nodes() const { return static_cast<int>(nodes_.size()) - 1; }
   int engines_per_node() const { return config_.engines_per_node; }
   const EngineConfig& config() const { return config_; }
-  pid_t decode_pid(int index) const { return nodes_.at(1 + index).pid; }
+  pid_t decode_pid(int index) const { return nodes_.at(1 + index).process.pid(); }
   const std::vector<std::string>& data_paths() const { return config_.data_paths; }
   const store::BlockLayout& layout() const { return store_->layout(); }
 
@@ -109,7 +110,7 @@ class LocalCluster {
   struct NodeProcess {
     std::string role;
     int index = 0;
-    pid_t pid = -1;                                  // guarded by pids_mu_ once the cluster runs
+    Subprocess process;                              // guarded by pids_mu_ once the cluster runs
     std::unique_ptr<transport::OobChannel> channel;  // setup; then owned by `link`
     std::unique_ptr<NodeLink> link;
   };

@@ -11,9 +11,7 @@
 
 #include "common/percentiles.h"
 #include "sched/batcher.h"
-#include "sched/de_scheduler.h"
-#include "sched/path_choice.h"
-#include "sched/pe_scheduler.h"
+#include "sched/cluster_scheduler.h"
 #include "sim/event_queue.h"
 #include "sim/ps_server.h"
 
@@ -73,7 +71,6 @@ struct Node {
   bool prefill = true;
   PsServer reads;
   PsServer writes;
-  int64_t read_q_tokens = 0;  // tokens waiting for or in a read: the scheduler's signal
   double buffer_cap = 0, buffer_used = 0;
   std::deque<uint32_t> buffer_wait;  // agents whose read waits for buffer space
   std::vector<double> read_bytes_by_bucket;
@@ -83,7 +80,6 @@ struct Node {
 struct PeEngine {
   uint32_t node = 0, group = 0;
   std::deque<uint32_t> fifo;  // assigned agents whose prefill has not finished
-  int64_t tok = 0, seq = 0;
 };
 
 struct PassItem {
@@ -102,15 +98,8 @@ struct DeEngine {
   uint32_t node = 0, group = 0;
   PsServer decode;
   double ctx_sum = 0;
-  double hbm_free = 0;
   std::deque<uint32_t> reserve_wait;  // round-robin modes: waiting for HBM
   double cnic_free_at = 0;            // the DE CNIC's write side, FIFO for whole-KV copies
-  int64_t tok = 0, seq = 0;
-};
-
-struct DeGroup {
-  uint32_t first = 0, count = 0;
-  std::deque<sched::RequestInfo> queue;  // phase-2 private queue
 };
 
 class ClusterSim {
@@ -138,8 +127,8 @@ class ClusterSim {
   void ensure_tick();
   void on_tick();
   void assign_pe(uint32_t a, uint32_t pe);
-  void assign_de(uint32_t a, uint32_t de, bool reserve_now);
-  void after_assigned(uint32_t a);
+  void reserve_round_robin(uint32_t a, uint32_t de);
+  void after_assigned(uint32_t a, ReadPath path);
   void start_read(uint32_t a, uint32_t node);
   void admit_read(uint32_t a, uint32_t node);
   void admit_buffer_waiters(uint32_t node);
@@ -176,15 +165,12 @@ class ClusterSim {
   std::vector<PeEngine> pes_;
   std::vector<PeGroup> pe_groups_;
   std::vector<DeEngine> des_;
-  std::vector<DeGroup> de_groups_;
   std::vector<Req> reqs_;
   std::vector<uint32_t> agent_group_of_pe_;  // pe -> group
-  std::deque<sched::RequestInfo> pe_queue_;  // global FIFO (full, oracle)
-  std::deque<uint32_t> de_queue_;            // global DE queue (phase 1)
-  sched::RoundRobin rr_pe_, rr_de_, rr_path_;
+  // The central scheduler's state and policies (engine loads, queues, read-queue ledger).
+  std::unique_ptr<sched::ClusterScheduler> sched_;
   bool tick_pending_ = false;
   uint64_t last_tick_ = 0;
-  uint32_t tick_rotation_ = 0;
   sched::PeParams pe_params_;
   double de_hbm_budget_ = 0, pe_hbm_budget_ = 0;
   int de_ep_gpus_ = 1;
@@ -263,14 +249,8 @@ void ClusterSim::build() {
       DeEngine e;
       e.node = static_cast<uint32_t>(P + n);
       e.group = static_cast<uint32_t>(n / cfg_.de_ep_nodes);
-      e.hbm_free = de_hbm_budget_;
       des_.push_back(std::move(e));
     }
-  }
-  for (uint32_t i = 0; i < des_.size(); ++i) {
-    uint32_t gi = des_[i].group;
-    if (gi >= de_groups_.size()) de_groups_.push_back(DeGroup{i, 0, {}});
-    de_groups_[gi].count++;
   }
 
   // alpha: tokens a node reads in 3 s; beta: prompt tokens one GPU prefills in 5 s, for the
@@ -296,6 +276,20 @@ void ClusterSim::build() {
   pe_params_.beta_tokens = static_cast<int64_t>(tps * cfg_.beta_compute_s);
   pe_params_.alpha_tokens = static_cast<int64_t>(
       snic_rate() * cfg_.alpha_read_s / static_cast<double>(cfg_.model.stored_bytes_per_token()));
+
+  sched::ClusterShape shape;
+  shape.prefill_nodes = P;
+  shape.decode_nodes = D;
+  shape.pe_engines_per_node = shape.de_engines_per_node = g;
+  shape.pe_ep_nodes = cfg_.pe_ep_nodes;
+  shape.de_ep_nodes = cfg_.de_ep_nodes;
+  sched::ClusterSchedulerParams sp;
+  sp.engines = scheduled() ? sched::EnginePolicy::kPaper : sched::EnginePolicy::kRoundRobin;
+  sp.paths = path_policy(cfg_.mode);
+  sp.pe = pe_params_;
+  sp.de = {.z_factor = cfg_.z_factor};
+  sp.de_hbm_bytes = de_hbm_budget_;
+  sched_ = std::make_unique<sched::ClusterScheduler>(shape, sp);
 
   reqs_.resize(agents_.size());
   agent_finish_.assign(agents_.size(), 0.0);
@@ -359,14 +353,18 @@ void ClusterSim::on_arrive(uint32_t a) {
   compute_floor_work_s_ +=
       cost_.attention_s({r.hit, r.new_left}) + cost_.linear_s(static_cast<double>(r.new_left));
 
+  const sched::SchedRequest request{static_cast<int64_t>(a), r.prompt, r.gen, r.hit, r.hbm_need,
+                                    {}};
   if (scheduled()) {
-    pe_queue_.push_back({static_cast<int64_t>(a), r.prompt, r.hbm_need});
+    (void)sched_->submit(request);  // placed by a fetch
     ensure_tick();
     return;
   }
-  assign_pe(a, static_cast<uint32_t>(rr_pe_.next(static_cast<int>(pes_.size()))));
-  assign_de(a, static_cast<uint32_t>(rr_de_.next(static_cast<int>(des_.size()))), false);
-  after_assigned(a);
+  // Round robin: placed at once; DE HBM is reserved in FIFO order per engine as it frees.
+  const sched::Placement p = *sched_->submit(request);
+  assign_pe(a, static_cast<uint32_t>(p.pe));
+  reserve_round_robin(a, static_cast<uint32_t>(p.de));
+  after_assigned(a, p.path);
 }
 
 // The slowest agent's turns back to back on an idle cluster: each prefill alone in one pass of
@@ -423,120 +421,48 @@ void ClusterSim::ensure_tick() {
 
 void ClusterSim::on_tick() {
   tick_pending_ = false;
-  // The PE groups fetch at the same tick: they take turns, one request each, starting at a
-  // rotating group, until the queue is empty or every group is full (Algorithm 1's C1). A
-  // group-after-group fetch let the first groups take a short queue whole while later ones
-  // idled: 8 % PE idle at 48P96D.
-  std::vector<int64_t> read_q(nodes_.size());
-  for (size_t n = 0; n < nodes_.size(); ++n) read_q[n] = nodes_[n].read_q_tokens;
-  const auto ngroups = static_cast<uint32_t>(pe_groups_.size());
-  std::vector<std::vector<sched::PeEngineLoad>> pe_loads(ngroups);
-  for (uint32_t g = 0; g < ngroups; ++g) {
-    const PeGroup& grp = pe_groups_[g];
-    pe_loads[g].resize(grp.count);
-    for (uint32_t i = 0; i < grp.count; ++i) {
-      const PeEngine& e = pes_[grp.first + i];
-      pe_loads[g][i] = {static_cast<int>(e.node), e.seq, e.tok};
-    }
+  const sched::FetchResult fetched = sched_->fetch();
+  for (const sched::PePlacement& p : fetched.pe_assigned)
+    assign_pe(static_cast<uint32_t>(p.request_id), static_cast<uint32_t>(p.pe));
+  for (const sched::Placement& p : fetched.placed) {
+    auto a = static_cast<uint32_t>(p.request_id);
+    reqs_[a].de = static_cast<uint32_t>(p.de);
+    reqs_[a].hbm_reserved = true;  // by the DE scheduler
+    after_assigned(a, p.path);
   }
-  std::vector<bool> full(ngroups, false);
-  uint32_t open = ngroups;
-  std::deque<sched::RequestInfo> one;
-  for (uint32_t k = 0; open > 0 && !pe_queue_.empty(); ++k) {
-    const uint32_t g = (tick_rotation_ + k) % ngroups;
-    if (full[g]) continue;
-    one.assign(1, pe_queue_.front());
-    auto assigned = sched::schedule_pe(one, pe_loads[g], read_q, pe_params_);
-    if (assigned.empty()) {
-      full[g] = true;
-      --open;
-      continue;
-    }
-    pe_queue_.pop_front();
-    auto a = static_cast<uint32_t>(assigned.front().request_id);
-    assign_pe(a, pe_groups_[g].first + static_cast<uint32_t>(assigned.front().engine));
-    de_queue_.push_back(a);
-  }
-  tick_rotation_++;
-  // DE phase 1: drain the global queue to the least-loaded group.
-  if (!de_queue_.empty()) {
-    std::vector<int64_t> sums(de_groups_.size(), 0);
-    for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
-      for (uint32_t i = 0; i < de_groups_[gi].count; ++i)
-        sums[gi] += des_[de_groups_[gi].first + i].tok;
-      for (const auto& r : de_groups_[gi].queue) sums[gi] += r.tokens;
-    }
-    while (!de_queue_.empty()) {
-      uint32_t a = de_queue_.front();
-      de_queue_.pop_front();
-      int gi = sched::pick_de_group(sums);
-      const Req& r = reqs_[a];
-      de_groups_[static_cast<size_t>(gi)].queue.push_back(
-          {static_cast<int64_t>(a), r.prompt + r.gen, r.hbm_need});
-      sums[static_cast<size_t>(gi)] += r.prompt + r.gen;
-    }
-  }
-  // DE phase 2, per group.
-  bool de_left = false;
-  for (auto& grp : de_groups_) {
-    if (grp.queue.empty()) continue;
-    std::vector<sched::DeEngineLoad> loads(grp.count);
-    for (uint32_t i = 0; i < grp.count; ++i) {
-      const DeEngine& e = des_[grp.first + i];
-      loads[i] = {e.seq, e.tok, e.hbm_free};
-    }
-    for (const auto& as : sched::schedule_de(grp.queue, loads, {.z_factor = cfg_.z_factor})) {
-      auto a = static_cast<uint32_t>(as.request_id);
-      assign_de(a, grp.first + static_cast<uint32_t>(as.engine), true);
-      after_assigned(a);
-    }
-    de_left = de_left || !grp.queue.empty();
-  }
-  if (!pe_queue_.empty() || de_left) ensure_tick();
+  if (sched_->has_queued()) ensure_tick();
 }
 
 void ClusterSim::assign_pe(uint32_t a, uint32_t pe) {
   Req& r = reqs_[a];
   r.pe = pe;
   r.t_pe = now_;
-  PeEngine& e = pes_[pe];
-  e.fifo.push_back(a);
-  e.tok += r.prompt;
-  e.seq += 1;
+  pes_[pe].fifo.push_back(a);
 }
 
-void ClusterSim::assign_de(uint32_t a, uint32_t de, bool reserve_now) {
+void ClusterSim::reserve_round_robin(uint32_t a, uint32_t de) {
   Req& r = reqs_[a];
   r.de = de;
   DeEngine& e = des_[de];
-  e.tok += r.prompt + r.gen;
-  e.seq += 1;
-  if (reserve_now || (e.reserve_wait.empty() && e.hbm_free >= r.hbm_need)) {
-    e.hbm_free -= r.hbm_need;
+  if (e.reserve_wait.empty() && sched_->hbm_free(static_cast<int>(de)) >= r.hbm_need) {
+    sched_->reserve_hbm(static_cast<int>(de), r.hbm_need);
     r.hbm_reserved = true;
   } else {
     e.reserve_wait.push_back(a);
   }
 }
 
-void ClusterSim::after_assigned(uint32_t a) {
+// The scheduler has chosen the read path (sched::PathPolicy of the mode) and counted the hit
+// tokens into the reading node's read-queue ledger.
+void ClusterSim::after_assigned(uint32_t a, ReadPath path) {
   Req& r = reqs_[a];
   r.t_assigned = r.t_admitted = r.t_read_start = now_;
+  r.path = path;
   if (oracle()) {
     read_finished(a);
     return;
   }
-  uint32_t pe_node = pe_node_of(r.pe), de_node = de_node_of(r.de);
-  // DualPath's scheduler picks the side with the shorter read queue; the ablation's
-  // "dual path with round-robin" alternates sides; Layerwise reads on the PE side only.
-  if (cfg_.mode == Mode::kFull) {
-    r.path = sched::choose_read_path(nodes_[pe_node].read_q_tokens, nodes_[de_node].read_q_tokens);
-  } else if (cfg_.mode == Mode::kDualPath) {
-    r.path = rr_path_.next(2) == 0 ? ReadPath::kPe : ReadPath::kDe;
-  } else {
-    r.path = ReadPath::kPe;
-  }
-  start_read(a, r.path == ReadPath::kPe ? pe_node : de_node);
+  start_read(a, r.path == ReadPath::kPe ? pe_node_of(r.pe) : de_node_of(r.de));
 }
 
 void ClusterSim::start_read(uint32_t a, uint32_t node) {
@@ -548,7 +474,6 @@ void ClusterSim::start_read(uint32_t a, uint32_t node) {
     return;
   }
   Node& nd = nodes_[node];
-  nd.read_q_tokens += r.hit;
   // Admission into the node's DRAM buffer; an empty buffer always admits (no deadlock on a
   // request larger than the buffer).
   if (nd.buffer_wait.empty() &&
@@ -601,7 +526,7 @@ void ClusterSim::on_read_done(uint32_t node, uint64_t version) {
   uint32_t a = nd.reads.pop(&admitted);
   if (admitted != kNone) reqs_[admitted].t_read_start = now_;
   Req& r = reqs_[a];
-  nd.read_q_tokens -= r.hit;
+  sched_->read_finished(static_cast<int>(node), r.hit);
   (nd.prefill ? hops_.storage_read_pe : hops_.storage_read_de) += r.hit_bytes;
   auto bucket = static_cast<size_t>(now_ / cfg_.timeseries_bucket_s);
   if (nd.read_bytes_by_bucket.size() <= bucket) nd.read_bytes_by_bucket.resize(bucket + 1, 0.0);
@@ -729,8 +654,7 @@ void ClusterSim::on_pass_done(uint32_t gi) {
       r.new_left -= it.new_tokens;
       if (r.new_left > 0) continue;  // chunked: the rest stays queued, its KV is now cached
       e.fifo.erase(std::find(e.fifo.begin(), e.fifo.end(), it.agent));
-      e.tok -= r.prompt;
-      e.seq -= 1;
+      sched_->prefill_finished(static_cast<int>(grp.first + i), r.prompt);
       prefill_finished(it.agent);
     }
     grp.batches[i].clear();
@@ -777,9 +701,10 @@ void ClusterSim::grant_reservations(uint32_t de) {
   while (!e.reserve_wait.empty()) {
     uint32_t a = e.reserve_wait.front();
     Req& r = reqs_[a];
-    if (e.hbm_free < r.hbm_need && e.hbm_free < de_hbm_budget_) break;
+    const double free = sched_->hbm_free(static_cast<int>(de));
+    if (free < r.hbm_need && free < de_hbm_budget_) break;
     e.reserve_wait.pop_front();
-    e.hbm_free -= r.hbm_need;
+    sched_->reserve_hbm(static_cast<int>(de), r.hbm_need);
     r.hbm_reserved = true;
     if (r.prefilled) begin_decode_copy(a);
   }
@@ -830,11 +755,9 @@ void ClusterSim::on_decode_done(uint32_t de, uint64_t version) {
 
 void ClusterSim::finish_turn(uint32_t a) {
   Req& r = reqs_[a];
-  DeEngine& e = des_[r.de];
-  if (r.hbm_reserved) e.hbm_free += r.hbm_need;
+  sched_->turn_finished(static_cast<int>(r.de), r.prompt + r.gen,
+                        r.hbm_reserved ? r.hbm_need : 0.0);
   r.hbm_reserved = false;
-  e.tok -= r.prompt + r.gen;
-  e.seq -= 1;
   grant_reservations(r.de);
 
   turn_time_.push_back({now_, static_cast<float>(now_ - r.t_arrive)});

@@ -30,6 +30,21 @@ Result<Mode> parse_mode(std::string_view name) {
       hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
 }
 
+sched::PathPolicy path_policy(Mode m) {
+  switch (m) {
+    case Mode::kBasic:
+    case Mode::kLayerwise:
+      return sched::PathPolicy::kPeOnly;
+    case Mode::kDualPath:
+      return sched::PathPolicy::kAlternate;
+    case Mode::kFull:
+      return sched::PathPolicy::kShortestQueue;
+    case Mode::kOracle:
+      return sched::PathPolicy::kNoIo;
+  }
+  return sched::PathPolicy::kPeOnly;
+}
+
 std::string_view mode_name(Mode m) { return mode_names()[static_cast<size_t>(m)]; }
 
 void SimConfig::fit_ep_groups() {

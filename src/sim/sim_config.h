@@ -9,6 +9,7 @@
 
 #include "common/config.h"
 #include "model/cost_model.h"
+#include "sched/read_path.h"
 
 namespace dualpath::sim {
 
@@ -21,6 +22,9 @@ enum class Mode {
                //   compute-quota batching (DualPath)
   kOracle,     // full, with no storage reads, no H2D/D2H and no PD transfer (zero-I/O bound)
 };
+
+// The path half of a mode: how its scheduler picks a request's read path.
+sched::PathPolicy path_policy(Mode m);
 
 const std::vector<std::string>& mode_names();
 Result<Mode> parse_mode(std::string_view name);

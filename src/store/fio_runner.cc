@@ -1,5 +1,7 @@
 #include "store/fio_runner.h"
 
+#include "common/subprocess.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -56,36 +58,30 @@ std::vector<std::string> FioRunner::command_line(const FioJob& job,
 Result<std::string> FioRunner::run_and_capture(const std::vector<std::string>& argv,
                                                const std::string& stdout_path) const {
   const std::string err_path = temp_path("stderr");
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    return Status::unavailable(
-        fmt::format("cannot start fio: fork failed: {}", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    int out = ::open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out >= 0) ::dup2(out, STDOUT_FILENO);
-    if (err >= 0) ::dup2(err, STDERR_FILENO);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  int status = 0;
-  for (;;) {
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ::unlink(err_path.c_str());
-      return Status::timed_out(
-          fmt::format("fio ran past {:.0f} s and was killed", to_seconds(timeout_)));
+  SpawnOptions o;
+  o.argv = argv;
+  o.search_path = true;
+  o.stdout_path = stdout_path;
+  o.stderr_path = err_path;
+  o.die_with_parent = true;
+  auto child = Subprocess::spawn(o);
+  if (!child.is_ok()) {
+    if (child.status().is_not_found()) {
+      return Status::not_found(fmt::format(
+          "cannot run '{}'; install fio (scripts/install-deps.sh, or apt-get install fio) or pass "
+          "--fio PATH",
+          argv[0]));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a child process
+    return child.status().with_context("cannot start fio");
   }
+  auto waited = child->wait_for(timeout_);
+  if (!waited.is_ok()) {
+    child->stop(SIGKILL, Duration(0));
+    ::unlink(err_path.c_str());
+    return Status::timed_out(
+        fmt::format("fio ran past {:.0f} s and was killed", to_seconds(timeout_)));
+  }
+  const int status = *waited;
   std::string err = read_text(err_path);
   ::unlink(err_path.c_str());
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {

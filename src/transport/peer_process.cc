@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
-#include <spawn.h>
+#include <charconv>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,7 +13,6 @@
 #include "common/log.h"
 #include "transport/wire_format.h"
 
-extern char** environ;
 
 namespace dualpath::transport {
 namespace {
@@ -111,7 +110,13 @@ int run_transport_peer(const PeerOptions& options) {
     if (cmd == "checksum") {
       answer = std::to_string(fnv1a64(buffer));
     } else if (cmd.rfind("fill ", 0) == 0) {
-      std::memset(buffer.data(), std::stoi(cmd.substr(5)), buffer.size());
+      int value = 0;
+      const auto [end, ec] = std::from_chars(cmd.data() + 5, cmd.data() + cmd.size(), value);
+      if (ec == std::errc() && end == cmd.data() + cmd.size() && value >= 0 && value <= 255) {
+        std::memset(buffer.data(), value, buffer.size());
+      } else {
+        answer = "fill takes a byte value 0..255";
+      }
     } else {
       answer = "unknown command";
     }
@@ -131,23 +136,22 @@ Result<std::unique_ptr<PeerProcess>> PeerProcess::spawn(Worker& worker,
                                                         Worker* kv_worker) {
   DP_ASSIGN_OR_RETURN(auto listener, OobListener::listen("127.0.0.1"));
   options.oob_port = listener->port();
-  std::vector<std::string> argv_strings{program};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  SpawnOptions spawn;
+  spawn.argv = {program};
+  spawn.argv.insert(spawn.argv.end(), args.begin(), args.end());
   auto peer_args = peer_arguments(options);
-  argv_strings.insert(argv_strings.end(), peer_args.begin(), peer_args.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
+  spawn.argv.insert(spawn.argv.end(), peer_args.begin(), peer_args.end());
+  spawn.die_with_parent = true;
 
   std::unique_ptr<PeerProcess> peer(new PeerProcess());
-  // posix_spawn: fork+exec without running anything in a forked copy of our threads.
-  int err = posix_spawn(&peer->pid_, program.c_str(), nullptr, nullptr, argv.data(), environ);
-  if (err != 0) {
-    return Status::io_error(
-        fmt::format("cannot start peer process '{}': {}", program, std::strerror(err)));
+  auto child = Subprocess::spawn(spawn);
+  if (!child.is_ok()) {
+    return child.status().with_context(fmt::format("cannot start peer process '{}'", program));
   }
+  peer->process_ = std::move(child).value();
   auto context = [&](Status s) {
-    return s.with_context(fmt::format("peer process '{}' (pid {})", options.name, peer->pid_));
+    return s.with_context(
+        fmt::format("peer process '{}' (pid {})", options.name, peer->process_.pid()));
   };
   auto channel = listener->accept(timeout);
   if (!channel.is_ok()) return context(channel.status());
@@ -181,7 +185,12 @@ Result<std::string> PeerProcess::command(const std::string& text, Duration timeo
 
 Result<uint64_t> PeerProcess::region_checksum(Duration timeout) {
   DP_ASSIGN_OR_RETURN(std::string answer, command("checksum", timeout));
-  return std::stoull(answer);
+  uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(answer.data(), answer.data() + answer.size(), value);
+  if (ec != std::errc() || end != answer.data() + answer.size()) {
+    return Status::internal(fmt::format("peer answered '{}' to checksum, not a number", answer));
+  }
+  return value;
 }
 
 Status PeerProcess::fill_region(uint8_t value, Duration timeout) {
@@ -192,23 +201,20 @@ Status PeerProcess::fill_region(uint8_t value, Duration timeout) {
 }
 
 Status PeerProcess::stop() {
-  if (pid_ <= 0) return Status::failed_precondition("the peer process has exited");
-  if (::kill(pid_, SIGSTOP) != 0) {
-    return Status::io_error(fmt::format("SIGSTOP to pid {}: {}", pid_, std::strerror(errno)));
+  const pid_t pid = process_.pid();
+  if (!process_.running()) return Status::failed_precondition("the peer process has exited");
+  if (::kill(pid, SIGSTOP) != 0) {
+    return Status::io_error(fmt::format("SIGSTOP to pid {}: {}", pid, std::strerror(errno)));
   }
+  // WUNTRACED: returns once the child is stopped (it is not reaped).
   int wstatus = 0;
-  if (waitpid(pid_, &wstatus, WUNTRACED) != pid_ || !WIFSTOPPED(wstatus)) {
-    return Status::internal(fmt::format("peer pid {} did not stop", pid_));
+  if (waitpid(pid, &wstatus, WUNTRACED) != pid || !WIFSTOPPED(wstatus)) {
+    return Status::internal(fmt::format("peer pid {} did not stop", pid));
   }
   return Status::ok();
 }
 
-void PeerProcess::kill_now() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  waitpid(pid_, nullptr, 0);
-  pid_ = -1;
-}
+void PeerProcess::kill_now() { process_.stop(SIGKILL, Duration(0)); }
 
 void PeerProcess::disconnect() {
   kv_region_.reset();
@@ -219,15 +225,10 @@ void PeerProcess::disconnect() {
 
 PeerProcess::~PeerProcess() {
   disconnect();
-  if (pid_ <= 0) return;
-  (void)channel_->send(to_bytes("quit"), std::chrono::seconds(1));
+  if (!process_.running()) return;
+  if (channel_) (void)channel_->send(to_bytes("quit"), std::chrono::seconds(1));
   // Reap with a deadline; a child that does not exit in time is killed.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  kill_now();
+  if (!process_.wait_for(std::chrono::seconds(5)).is_ok()) kill_now();
 }
 
 }  // namespace dualpath::transport

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/subprocess.h"
 #include "dualpath/result.h"
 #include "transport/context.h"
 #include "transport/oob_channel.h"
@@ -74,7 +75,7 @@ class PeerProcess {
   // The KV lane (only when spawned with a kv_worker).
   Endpoint& kv_endpoint() { return *kv_endpoint_; }
   const RemoteRegion& kv_region() const { return *kv_region_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
   // FNV-1a over the child's whole region.
   Result<uint64_t> region_checksum(Duration timeout);
   Status fill_region(uint8_t value, Duration timeout);
@@ -90,7 +91,7 @@ class PeerProcess {
   PeerProcess() = default;
   Result<std::string> command(const std::string& text, Duration timeout);
 
-  pid_t pid_ = -1;
+  Subprocess process_;
   std::unique_ptr<OobChannel> channel_;
   std::vector<std::byte> address_;
   std::vector<std::byte> descriptor_;

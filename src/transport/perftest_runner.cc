@@ -1,11 +1,12 @@
 #include "transport/perftest_runner.h"
 
+#include "common/subprocess.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,7 +19,6 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
 
 namespace dualpath::transport {
 namespace {
@@ -57,55 +57,34 @@ bool is_listening(uint16_t port) {
   return false;
 }
 
-struct Child {
-  pid_t pid = -1;
-  std::string output_path;
-};
-
-Result<Child> spawn(const std::vector<std::string>& args,
-                    const std::vector<std::string>& env_extra,
-                    const std::string& output_path) {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("UCX_TLS=", 0) == 0 || kv.rfind("UCX_NET_DEVICES=", 0) == 0) continue;
-    env_strings.push_back(kv);
-  }
-  env_strings.insert(env_strings.end(), env_extra.begin(), env_extra.end());
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_strings = args;
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  Child child;
-  child.output_path = output_path;
-  int err = posix_spawnp(&child.pid, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (err != 0) {
-    return Status::not_found(
-        fmt::format("cannot run '{}': {}; install ucx-utils", args[0], std::strerror(err)));
+Result<Subprocess> spawn(const std::vector<std::string>& args,
+                         const std::vector<std::string>& env_extra,
+                         const std::string& output_path) {
+  SpawnOptions o;
+  o.argv = args;
+  o.search_path = true;
+  o.env = env_extra;
+  o.unset_env = {"UCX_TLS", "UCX_NET_DEVICES"};
+  o.stdout_path = output_path;
+  o.stderr_to_stdout = true;
+  o.die_with_parent = true;
+  auto child = Subprocess::spawn(o);
+  if (!child.is_ok()) {
+    return Status::not_found(fmt::format("cannot run '{}': {}; install ucx-utils", args[0],
+                                         child.status().message()));
   }
   return child;
 }
 
 // Waits for the child with a deadline; kills it when the deadline passes. Returns the exit code.
-int reap(pid_t pid, Clock::time_point deadline) {
-  int wstatus = 0;
-  while (Clock::now() < deadline) {
-    pid_t r = waitpid(pid, &wstatus, WNOHANG);
-    if (r == pid) return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+int reap(Subprocess& child, Clock::time_point deadline) {
+  auto status = child.wait_for(std::max(Duration(0), std::chrono::duration_cast<Duration>(
+                                                         deadline - Clock::now())));
+  if (!status.is_ok()) {
+    child.stop(SIGKILL, Duration(0));
+    return 124;
   }
-  kill(pid, SIGKILL);
-  waitpid(pid, &wstatus, 0);
-  return 124;
+  return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
 }
 
 std::string slurp(const std::string& path) {
@@ -125,14 +104,14 @@ Result<PerftestResult> run_perftest(const PerftestRun& run) {
   std::string base = fmt::format("/tmp/dp-perftest-{}-{}", getpid(), port);
   std::vector<std::string> server_args{run.perftest, "-p", std::to_string(port)};
   if (run.peer_error_handling) server_args.push_back("-e");
-  DP_ASSIGN_OR_RETURN(Child server, spawn(server_args, env, base + ".server"));
+  const std::string server_out = base + ".server", client_out = base + ".client";
+  DP_ASSIGN_OR_RETURN(Subprocess server, spawn(server_args, env, server_out));
   // Polling /proc for the listening socket: the server has no readiness signal of its own.
   while (!is_listening(port)) {
-    if (Clock::now() > deadline || waitpid(server.pid, nullptr, WNOHANG) == server.pid) {
-      kill(server.pid, SIGKILL);
-      waitpid(server.pid, nullptr, 0);
+    if (Clock::now() > deadline || !server.running()) {
+      server.stop(SIGKILL, Duration(0));
       return Status::io_error(
-          fmt::format("ucx_perftest server did not start: {}", slurp(server.output_path)));
+          fmt::format("ucx_perftest server did not start: {}", slurp(server_out)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
@@ -144,17 +123,13 @@ Result<PerftestResult> run_perftest(const PerftestRun& run) {
                                        "-w",         std::to_string(run.warmup_iterations),
                                        "-v"};
   if (run.peer_error_handling) client_args.push_back("-e");
-  auto client = spawn(client_args, env, base + ".client");
-  if (!client.is_ok()) {
-    kill(server.pid, SIGKILL);
-    waitpid(server.pid, nullptr, 0);
-    return client.status();
-  }
-  int client_rc = reap(client->pid, deadline);
-  int server_rc = reap(server.pid, Clock::now() + std::chrono::seconds(10));
-  std::string out = slurp(client->output_path);
-  std::remove(client->output_path.c_str());
-  std::remove(server.output_path.c_str());
+  auto client = spawn(client_args, env, client_out);
+  if (!client.is_ok()) return client.status();  // the server is killed with its Subprocess
+  int client_rc = reap(*client, deadline);
+  int server_rc = reap(server, Clock::now() + std::chrono::seconds(10));
+  std::string out = slurp(client_out);
+  std::remove(client_out.c_str());
+  std::remove(server_out.c_str());
   if (client_rc != 0) {
     return Status::io_error(fmt::format("ucx_perftest -t {} -s {} exited with {} (server {}): {}",
                                         run.test, run.message_bytes, client_rc, server_rc, out));

@@ -1,0 +1,276 @@
+#include "sched/cluster_scheduler.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace dualpath::sched {
+
+namespace {
+
+// Loads that keep an engine out of every decision: over any beta, and no HBM.
+constexpr int64_t kDeadTokens = std::numeric_limits<int64_t>::max() / 4;
+
+std::vector<std::pair<int, int>> make_groups(int nodes, int engines_per_node, int nodes_per_group) {
+  std::vector<std::pair<int, int>> groups;  // (first engine, count)
+  for (int n = 0; n < nodes; ++n) {
+    const int g = n / nodes_per_group;
+    if (g >= static_cast<int>(groups.size())) groups.emplace_back(n * engines_per_node, 0);
+    groups.back().second += engines_per_node;
+  }
+  return groups;
+}
+
+}  // namespace
+
+ClusterScheduler::ClusterScheduler(const ClusterShape& shape, const ClusterSchedulerParams& params)
+    : shape_(shape), params_(params) {
+  const int P = shape.prefill_nodes, D = shape.decode_nodes;
+  for (int n = 0; n < P; ++n) {
+    for (int i = 0; i < shape.pe_engines_per_node; ++i) {
+      Pe e;
+      e.node = n;
+      e.group = n / shape.pe_ep_nodes;
+      e.load = {n, 0, 0};
+      pes_.push_back(e);
+    }
+  }
+  for (int n = 0; n < D; ++n) {
+    for (int i = 0; i < shape.de_engines_per_node; ++i) {
+      De e;
+      e.node = P + n;
+      e.group = n / shape.de_ep_nodes;
+      e.load = {0, 0, params.de_hbm_bytes};
+      des_.push_back(e);
+    }
+  }
+  for (auto [first, count] : make_groups(P, shape.pe_engines_per_node, shape.pe_ep_nodes))
+    pe_groups_.push_back({first, count});
+  for (auto [first, count] : make_groups(D, shape.de_engines_per_node, shape.de_ep_nodes))
+    de_groups_.push_back({first, count});
+  de_private_.resize(de_groups_.size());
+  ledger_.assign(static_cast<size_t>(P + D), 0);
+  reported_.assign(static_cast<size_t>(P + D), 0);
+  alive_.assign(static_cast<size_t>(P + D), true);
+}
+
+int64_t ClusterScheduler::read_queue(int node) const {
+  return std::max(ledger_[static_cast<size_t>(node)], reported_[static_cast<size_t>(node)]);
+}
+
+ReadPath ClusterScheduler::choose_path(const SchedRequest& r, int pe, int de) {
+  if (r.path) return *r.path;
+  switch (params_.paths) {
+    case PathPolicy::kPeOnly:
+      return ReadPath::kPe;
+    case PathPolicy::kAlternate:
+      return rr_path_.next(2) == 0 ? ReadPath::kPe : ReadPath::kDe;
+    case PathPolicy::kShortestQueue:
+      return choose_read_path(read_queue(pe_node_of(pe)), read_queue(de_node_of(de)));
+    case PathPolicy::kNoIo:
+      return ReadPath::kOracle;
+  }
+  return ReadPath::kPe;
+}
+
+Placement ClusterScheduler::complete(const Pending& p, int de) {
+  Placement out;
+  out.request_id = p.request.id;
+  out.pe = p.pe;
+  out.de = de;
+  out.path = choose_path(p.request, p.pe, de);
+  // The reading node's ledger holds the hit tokens until read_finished().
+  if (out.path == ReadPath::kPe || out.path == ReadPath::kDe) {
+    out.read_tokens = p.request.hit_tokens;
+    const int node = out.path == ReadPath::kPe ? pe_node_of(p.pe) : de_node_of(de);
+    ledger_[static_cast<size_t>(node)] += out.read_tokens;
+  }
+  return out;
+}
+
+std::optional<Placement> ClusterScheduler::submit(const SchedRequest& request) {
+  if (params_.engines == EnginePolicy::kPaper) {
+    pe_queue_.push_back({request, -1});
+    return std::nullopt;
+  }
+  // Round robin over live engines; the cursor advances once per submission, as the baseline's.
+  auto pick = [&](RoundRobin& rr, int n, auto node_of) -> int {
+    const int first = rr.next(n);
+    for (int k = 0; k < n; ++k) {
+      const int e = (first + k) % n;
+      if (alive_[static_cast<size_t>(node_of(e))]) return e;
+    }
+    return -1;
+  };
+  const int pe = pick(rr_pe_, pe_engines(), [&](int e) { return pe_node_of(e); });
+  const int de = pick(rr_de_, de_engines(), [&](int e) { return de_node_of(e); });
+  if (pe < 0 || de < 0) return std::nullopt;
+  Pe& p = pes_[static_cast<size_t>(pe)];
+  p.load.tok += request.prompt_tokens;
+  p.load.seq += 1;
+  De& d = des_[static_cast<size_t>(de)];
+  d.load.tok += request.prompt_tokens + request.gen_tokens;
+  d.load.seq += 1;
+  return complete({request, pe}, de);
+}
+
+FetchResult ClusterScheduler::fetch() {
+  FetchResult out;
+  // PE: the groups fetch at the same tick and take turns, one request each, starting at a
+  // rotating group, until the queue is empty or every group is full (Algorithm 1's C1). A
+  // group-after-group fetch let the first groups take a short queue whole while later ones
+  // idled: 8 % PE idle at 48P96D (docs/simulator.md).
+  std::vector<int64_t> read_q(static_cast<size_t>(nodes()));
+  for (int n = 0; n < nodes(); ++n) read_q[static_cast<size_t>(n)] = read_queue(n);
+  const auto ngroups = static_cast<uint32_t>(pe_groups_.size());
+  std::vector<std::vector<PeEngineLoad>> loads(ngroups);
+  for (uint32_t g = 0; g < ngroups; ++g) {
+    const Group& grp = pe_groups_[g];
+    loads[g].resize(static_cast<size_t>(grp.count));
+    for (int i = 0; i < grp.count; ++i) {
+      const Pe& e = pes_[static_cast<size_t>(grp.first + i)];
+      loads[g][static_cast<size_t>(i)] = e.load;
+      if (!alive_[static_cast<size_t>(e.node)]) loads[g][static_cast<size_t>(i)].tok = kDeadTokens;
+    }
+  }
+  std::vector<bool> full(ngroups, false);
+  uint32_t open = ngroups;
+  std::deque<RequestInfo> one;
+  for (uint32_t k = 0; open > 0 && !pe_queue_.empty(); ++k) {
+    const uint32_t g = (rotation_ + k) % ngroups;
+    if (full[g]) continue;
+    const Pending& head = pe_queue_.front();
+    one.assign(1, RequestInfo{head.request.id, head.request.prompt_tokens,
+                              head.request.hbm_need_bytes});
+    auto assigned = schedule_pe(one, loads[g], read_q, params_.pe);
+    if (assigned.empty()) {
+      full[g] = true;
+      --open;
+      continue;
+    }
+    Pending p = pe_queue_.front();
+    pe_queue_.pop_front();
+    p.pe = pe_groups_[g].first + assigned.front().engine;
+    Pe& e = pes_[static_cast<size_t>(p.pe)];
+    e.load.tok += p.request.prompt_tokens;
+    e.load.seq += 1;
+    out.pe_assigned.push_back({p.request.id, p.pe});
+    de_queue_.push_back(p);
+  }
+  rotation_++;
+  // DE phase 1: drain the global queue to the least-loaded group.
+  if (!de_queue_.empty()) {
+    std::vector<int64_t> sums(de_groups_.size(), 0);
+    for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
+      bool any_alive = false;
+      for (int i = 0; i < de_groups_[gi].count; ++i) {
+        const De& e = des_[static_cast<size_t>(de_groups_[gi].first + i)];
+        sums[gi] += e.load.tok;
+        any_alive = any_alive || alive_[static_cast<size_t>(e.node)];
+      }
+      for (const auto& r : de_private_[gi]) sums[gi] += r.tokens;
+      if (!any_alive) sums[gi] = kDeadTokens;
+    }
+    while (!de_queue_.empty()) {
+      Pending p = de_queue_.front();
+      de_queue_.pop_front();
+      const auto gi = static_cast<size_t>(pick_de_group(sums));
+      const int64_t tokens = p.request.prompt_tokens + p.request.gen_tokens;
+      de_private_[gi].push_back({p.request.id, tokens, p.request.hbm_need_bytes});
+      sums[gi] += tokens;
+      de_waiting_.emplace(p.request.id, std::move(p));
+    }
+  }
+  // DE phase 2, per group, over its live engines.
+  for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
+    auto& queue = de_private_[gi];
+    if (queue.empty()) continue;
+    std::vector<DeEngineLoad> group_loads;
+    std::vector<int> index;  // group_loads[i] is engine index[i]
+    for (int i = 0; i < de_groups_[gi].count; ++i) {
+      const int de = de_groups_[gi].first + i;
+      if (!alive_[static_cast<size_t>(de_node_of(de))]) continue;
+      group_loads.push_back(des_[static_cast<size_t>(de)].load);
+      index.push_back(de);
+    }
+    for (const Assignment& as : schedule_de(queue, group_loads, params_.de)) {
+      const int de = index[static_cast<size_t>(as.engine)];
+      auto it = de_waiting_.find(as.request_id);
+      Pending p = std::move(it->second);
+      de_waiting_.erase(it);
+      De& e = des_[static_cast<size_t>(de)];
+      e.load.tok += p.request.prompt_tokens + p.request.gen_tokens;
+      e.load.seq += 1;
+      e.load.free_hbm_bytes -= p.request.hbm_need_bytes;
+      out.placed.push_back(complete(p, de));
+    }
+  }
+  return out;
+}
+
+bool ClusterScheduler::has_queued() const { return queued() > 0; }
+
+size_t ClusterScheduler::queued() const {
+  size_t n = pe_queue_.size() + de_queue_.size();
+  for (const auto& q : de_private_) n += q.size();
+  return n;
+}
+
+void ClusterScheduler::read_finished(int node, int64_t tokens) {
+  ledger_[static_cast<size_t>(node)] -= tokens;
+}
+
+void ClusterScheduler::prefill_finished(int pe, int64_t prompt_tokens) {
+  Pe& e = pes_[static_cast<size_t>(pe)];
+  e.load.tok -= prompt_tokens;
+  e.load.seq -= 1;
+}
+
+void ClusterScheduler::turn_finished(int de, int64_t tokens, double hbm_bytes) {
+  De& e = des_[static_cast<size_t>(de)];
+  e.load.free_hbm_bytes += hbm_bytes;
+  e.load.tok -= tokens;
+  e.load.seq -= 1;
+}
+
+void ClusterScheduler::set_reported_read_queue(int node, int64_t tokens) {
+  reported_[static_cast<size_t>(node)] = tokens;
+}
+
+void ClusterScheduler::set_node_alive(int node, bool alive) {
+  alive_[static_cast<size_t>(node)] = alive;
+}
+
+bool ClusterScheduler::cancel_queued(int64_t request_id) {
+  auto drop = [&](std::deque<Pending>& q) {
+    for (auto it = q.begin(); it != q.end(); ++it) {
+      if (it->request.id == request_id) {
+        q.erase(it);
+        return true;
+      }
+    }
+    return false;
+  };
+  if (drop(pe_queue_)) return true;
+  if (drop(de_queue_)) return true;
+  auto it = de_waiting_.find(request_id);
+  if (it == de_waiting_.end()) return false;
+  de_waiting_.erase(it);
+  for (auto& q : de_private_) {
+    for (auto r = q.begin(); r != q.end(); ++r) {
+      if (r->id == request_id) {
+        q.erase(r);
+        return true;
+      }
+    }
+  }
+  return true;
+}
+
+int ClusterScheduler::queued_pe(int64_t request_id) const {
+  for (const Pending& p : de_queue_)
+    if (p.request.id == request_id) return p.pe;
+  auto it = de_waiting_.find(request_id);
+  return it == de_waiting_.end() ? -1 : it->second.pe;
+}
+
+}  // namespace dualpath::sched

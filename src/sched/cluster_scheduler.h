@@ -1,0 +1,185 @@
+#pragma once
+// ClusterScheduler: the stateful central scheduler of PAPER.md §8, shared by the simulator
+// (sim/cluster_sim.cc drives it with simulated events) and the live scheduler service
+// (serve/, driven by the nodes' load reports). Pure: no I/O, no clock, deterministic; the caller
+// decides when a fetch happens (every fetch interval) and tells it when work finishes.
+//
+// It owns what the policies of sched/ need between decisions:
+//   - the global PE queue, and the DE global queue and per-group private queues (two phases);
+//   - every engine's load: PE tok/seq (prompt tokens of unfinished prefills), DE tok/seq
+//     (prompt + generation of unfinished turns) and free HBM;
+//   - the read-queue ledger: per node, the hit tokens of placed requests whose storage read has
+//     not finished, next to the node's own reported gauge (live); the larger one counts;
+//   - which nodes are alive.
+// and answers, per request, {PE engine, DE engine, read path}.
+//
+// Engines and nodes are numbered globally: prefill nodes 0..P-1, decode nodes P..P+D-1; PE
+// engine e is engine e % g_pe of prefill node e / g_pe, DE engine d engine d % g_de of decode
+// node P + d / g_de. An engine group (PAPER.md §8: the engines that fetch together, one EP group)
+// is `pe_ep_nodes` (`de_ep_nodes`) consecutive nodes; the last may be smaller.
+//
+// Thread-compatible: one thread at a time (the service holds a mutex around it).
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "sched/de_scheduler.h"
+#include "sched/path_choice.h"
+#include "sched/pe_scheduler.h"
+#include "sched/read_path.h"
+#include "sched/scheduler_types.h"
+
+namespace dualpath::sched {
+
+struct ClusterShape {
+  int prefill_nodes = 1;
+  int decode_nodes = 1;
+  int pe_engines_per_node = 1;
+  int de_engines_per_node = 1;
+  int pe_ep_nodes = 1;  // nodes per PE group
+  int de_ep_nodes = 1;  // nodes per DE group
+};
+
+// How engines are chosen: the paper's scheduler (Algorithm 1 for PEs at each fetch, the DE
+// two-phase scheduler with HBM reservation), or round robin at submission (the baselines; HBM
+// is then reserved by the caller, in its own order).
+enum class EnginePolicy { kRoundRobin, kPaper };
+
+struct ClusterSchedulerParams {
+  EnginePolicy engines = EnginePolicy::kPaper;
+  PathPolicy paths = PathPolicy::kShortestQueue;
+  PeParams pe;
+  DeParams de;
+  double de_hbm_bytes = 0;  // KV budget of one DE engine's HBM
+};
+
+// A request to place. Its tokens: prompt (PE load, len_r), prompt + generation (DE load).
+struct SchedRequest {
+  int64_t id = 0;
+  int64_t prompt_tokens = 0;
+  int64_t gen_tokens = 0;
+  int64_t hit_tokens = 0;    // what its read path reads (the ledger's unit)
+  double hbm_need_bytes = 0;  // DE HBM at decode start
+  PathRequest path;           // a fixed path, or nullopt: the policy's choice
+};
+
+struct PePlacement {
+  int64_t request_id = 0;
+  int pe = 0;  // global PE engine
+};
+
+struct Placement {
+  int64_t request_id = 0;
+  int pe = 0;  // global PE engine
+  int de = 0;  // global DE engine
+  ReadPath path = ReadPath::kPe;
+  int64_t read_tokens = 0;  // added to the reading node's ledger (0 for recompute, oracle)
+};
+
+struct FetchResult {
+  std::vector<PePlacement> pe_assigned;  // PE chosen this fetch (DE maybe later)
+  std::vector<Placement> placed;         // fully placed this fetch, in order
+};
+
+class ClusterScheduler {
+ public:
+  ClusterScheduler(const ClusterShape& shape, const ClusterSchedulerParams& params);
+
+  const ClusterShape& shape() const { return shape_; }
+  const ClusterSchedulerParams& params() const { return params_; }
+  int pe_engines() const { return static_cast<int>(pes_.size()); }
+  int de_engines() const { return static_cast<int>(des_.size()); }
+  int nodes() const { return shape_.prefill_nodes + shape_.decode_nodes; }
+  int pe_node_of(int pe) const { return pes_[static_cast<size_t>(pe)].node; }
+  int de_node_of(int de) const { return des_[static_cast<size_t>(de)].node; }
+  // The engine's index within its node.
+  int pe_local(int pe) const { return pe % shape_.pe_engines_per_node; }
+  int de_local(int de) const { return de % shape_.de_engines_per_node; }
+  int pe_group_of(int pe) const { return pes_[static_cast<size_t>(pe)].group; }
+  int pe_groups() const { return static_cast<int>(pe_groups_.size()); }
+  // The first PE engine of a group and how many it has.
+  int pe_group_first(int group) const { return pe_groups_[static_cast<size_t>(group)].first; }
+  int pe_group_size(int group) const { return pe_groups_[static_cast<size_t>(group)].count; }
+
+  // kPaper: the request joins the global PE queue; a later fetch() places it (nullopt).
+  // kRoundRobin: placed at once, engines in turn (skipping dead nodes) and the path by the
+  // policy; nullopt only when no live engine is left on either side.
+  std::optional<Placement> submit(const SchedRequest& request);
+  // One fetch of every group (PAPER.md §8, pull-based; the caller calls it every fetch
+  // interval): the PE groups take turns, one request each, starting at a rotating group, by
+  // Algorithm 1 on the loads and read queues as they stand; then DE phase 1 drains the global
+  // DE queue to the least loaded groups and phase 2 assigns within each group by HBM and Z,
+  // reserving the HBM; each DE assignment completes a placement, whose read path is chosen
+  // then, on the read queues as they stand after the placements before it.
+  FetchResult fetch();
+  // Requests waiting for a PE or a DE.
+  bool has_queued() const;
+  size_t queued() const;
+
+  // The ledger, as work finishes (the caller's events).
+  void read_finished(int node, int64_t tokens);
+  void prefill_finished(int pe, int64_t prompt_tokens);
+  // A turn is over on its DE: its tokens leave the DE's load and `hbm_bytes` its reservation.
+  void turn_finished(int de, int64_t tokens, double hbm_bytes);
+  // Round-robin modes: the caller reserves DE HBM in its own order.
+  double hbm_free(int de) const { return des_[static_cast<size_t>(de)].load.free_hbm_bytes; }
+  void reserve_hbm(int de, double bytes) {
+    des_[static_cast<size_t>(de)].load.free_hbm_bytes -= bytes;
+  }
+
+  // Live: a node's own read-queue gauge from its load report (tokens waiting or in flight).
+  void set_reported_read_queue(int node, int64_t tokens);
+  // The read queue a decision sees: the larger of the ledger and the report.
+  int64_t read_queue(int node) const;
+  // Live: a dead node's engines get no new work (a re-registered one gets work again).
+  void set_node_alive(int node, bool alive);
+  bool node_alive(int node) const { return alive_[static_cast<size_t>(node)]; }
+  // Removes a request still queued (PE or DE side); false when it is not queued. A request
+  // already assigned to a PE keeps that engine's load until prefill_finished().
+  bool cancel_queued(int64_t request_id);
+  // The PE engine a queued request was assigned to, or -1 when none yet.
+  int queued_pe(int64_t request_id) const;
+
+  // Loads, for reports and tests.
+  const PeEngineLoad& pe_load(int pe) const { return pes_[static_cast<size_t>(pe)].load; }
+  const DeEngineLoad& de_load(int de) const { return des_[static_cast<size_t>(de)].load; }
+
+ private:
+  struct Pe {
+    int node = 0, group = 0;
+    PeEngineLoad load;
+  };
+  struct De {
+    int node = 0, group = 0;
+    DeEngineLoad load;
+  };
+  struct Group {
+    int first = 0, count = 0;
+  };
+  struct Pending {
+    SchedRequest request;
+    int pe = -1;
+  };
+
+  Placement complete(const Pending& p, int de);
+  ReadPath choose_path(const SchedRequest& r, int pe, int de);
+
+  ClusterShape shape_;
+  ClusterSchedulerParams params_;
+  std::vector<Pe> pes_;
+  std::vector<De> des_;
+  std::vector<Group> pe_groups_, de_groups_;
+  std::vector<int64_t> ledger_, reported_;
+  std::vector<bool> alive_;
+  std::deque<Pending> pe_queue_;  // the global FIFO
+  std::deque<Pending> de_queue_;  // DE phase 1 (PE assigned)
+  std::vector<std::deque<RequestInfo>> de_private_;  // DE phase 2, per group
+  std::unordered_map<int64_t, Pending> de_waiting_;  // the requests of the private queues
+  RoundRobin rr_pe_, rr_de_, rr_path_;
+  uint32_t rotation_ = 0;
+};
+
+}  // namespace dualpath::sched

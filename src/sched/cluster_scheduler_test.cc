@@ -1,0 +1,149 @@
+// The stateful cluster scheduler (PAPER.md §8) on hand-made clusters: what it places, when, and
+// how its ledger and liveness steer the next decisions.
+#include "sched/cluster_scheduler.h"
+
+#include <gtest/gtest.h>
+
+namespace dualpath::sched {
+namespace {
+
+ClusterShape two_by_two() {
+  return {.prefill_nodes = 2, .decode_nodes = 2, .pe_engines_per_node = 1,
+          .de_engines_per_node = 1, .pe_ep_nodes = 1, .de_ep_nodes = 1};
+}
+
+ClusterSchedulerParams paper(double hbm = 100) {
+  ClusterSchedulerParams p;
+  p.engines = EnginePolicy::kPaper;
+  p.paths = PathPolicy::kShortestQueue;
+  p.pe = {.alpha_tokens = 1000, .beta_tokens = 100000};
+  p.de_hbm_bytes = hbm;
+  return p;
+}
+
+SchedRequest req(int64_t id, int64_t prompt = 100, int64_t hit = 90, double hbm = 10) {
+  return {id, prompt, 10, hit, hbm, {}};
+}
+
+TEST(ClusterScheduler, PaperPolicyPlacesQueuedRequestsAtTheNextFetch) {
+  ClusterScheduler s(two_by_two(), paper());
+  EXPECT_FALSE(s.submit(req(1)).has_value());
+  EXPECT_FALSE(s.submit(req(2)).has_value());
+  EXPECT_EQ(s.queued(), 2u);
+  FetchResult f = s.fetch();
+  ASSERT_EQ(f.placed.size(), 2u);
+  EXPECT_EQ(f.pe_assigned.size(), 2u);
+  EXPECT_FALSE(s.has_queued());
+  // Two PE groups take turns: one request each.
+  EXPECT_NE(f.placed[0].pe, f.placed[1].pe);
+  EXPECT_NE(f.placed[0].de, f.placed[1].de);
+  for (const Placement& p : f.placed) {
+    EXPECT_EQ(p.read_tokens, 90);
+    EXPECT_TRUE(p.path == ReadPath::kPe || p.path == ReadPath::kDe);
+  }
+  EXPECT_EQ(s.pe_load(f.placed[0].pe).tok, 100);
+  EXPECT_EQ(s.de_load(f.placed[0].de).tok, 110);
+  EXPECT_DOUBLE_EQ(s.hbm_free(f.placed[0].de), 90);
+}
+
+TEST(ClusterScheduler, ARequestWaitsForDeHbmUntilATurnFinishes) {
+  ClusterScheduler s({.prefill_nodes = 1, .decode_nodes = 1}, paper(/*hbm=*/15));
+  s.submit(req(1));
+  s.submit(req(2));
+  FetchResult f = s.fetch();
+  ASSERT_EQ(f.placed.size(), 1u);     // 10 of 15 bytes taken; the second needs 10 more
+  EXPECT_EQ(f.pe_assigned.size(), 2u);  // both have a PE already
+  EXPECT_TRUE(s.has_queued());
+  EXPECT_EQ(s.queued_pe(2), 0);
+  EXPECT_TRUE(s.fetch().placed.empty());
+  s.turn_finished(f.placed[0].de, 110, 10);
+  FetchResult g = s.fetch();
+  ASSERT_EQ(g.placed.size(), 1u);
+  EXPECT_EQ(g.placed[0].request_id, 2);
+}
+
+TEST(ClusterScheduler, TheReadPathFollowsTheLedgerAndTheReportedQueue) {
+  ClusterScheduler s({.prefill_nodes = 1, .decode_nodes = 1}, paper());
+  // Nodes: 0 = prefill, 1 = decode. Empty queues tie, and ties go to the DE side.
+  s.submit(req(1));
+  Placement p1 = s.fetch().placed.at(0);
+  EXPECT_EQ(p1.path, ReadPath::kDe);
+  EXPECT_EQ(s.read_queue(1), 90);
+  // The DE node's read is still queued, so the next one reads on the PE side.
+  s.submit(req(2));
+  EXPECT_EQ(s.fetch().placed.at(0).path, ReadPath::kPe);
+  s.read_finished(1, 90);
+  s.read_finished(0, 90);
+  EXPECT_EQ(s.read_queue(0), 0);
+  // A report of a long queue on the decode node counts even with an empty ledger.
+  s.set_reported_read_queue(1, 5000);
+  EXPECT_EQ(s.read_queue(1), 5000);
+  s.submit(req(3));
+  EXPECT_EQ(s.fetch().placed.at(0).path, ReadPath::kPe);
+}
+
+TEST(ClusterScheduler, AFixedPathIsKeptAndRecomputeReadsNothing) {
+  ClusterScheduler s(two_by_two(), paper());
+  SchedRequest r = req(1);
+  r.path = ReadPath::kRecompute;
+  s.submit(r);
+  Placement p = s.fetch().placed.at(0);
+  EXPECT_EQ(p.path, ReadPath::kRecompute);
+  EXPECT_EQ(p.read_tokens, 0);
+  for (int n = 0; n < s.nodes(); ++n) EXPECT_EQ(s.read_queue(n), 0);
+}
+
+TEST(ClusterScheduler, DeadNodesGetNoWorkUntilTheyComeBack) {
+  ClusterScheduler s(two_by_two(), paper());
+  s.set_node_alive(0, false);  // prefill node 0
+  s.set_node_alive(2, false);  // decode node 0 (global node P + 0)
+  for (int i = 0; i < 4; ++i) s.submit(req(i));
+  FetchResult f = s.fetch();
+  ASSERT_EQ(f.placed.size(), 4u);
+  for (const Placement& p : f.placed) {
+    EXPECT_EQ(s.pe_node_of(p.pe), 1);
+    EXPECT_EQ(s.de_node_of(p.de), 3);
+  }
+  s.set_node_alive(0, true);
+  s.set_node_alive(2, true);
+  s.submit(req(8));
+  s.submit(req(9));
+  FetchResult g = s.fetch();
+  ASSERT_EQ(g.placed.size(), 2u);
+  // Each PE group takes one again, and phase 1 sends both to the idle DE group.
+  EXPECT_NE(s.pe_node_of(g.placed[0].pe), s.pe_node_of(g.placed[1].pe));
+  EXPECT_EQ(s.de_node_of(g.placed[0].de), 2);
+  EXPECT_EQ(s.de_node_of(g.placed[1].de), 2);
+}
+
+TEST(ClusterScheduler, RoundRobinPlacesAtOnceAndSkipsDeadEngines) {
+  ClusterSchedulerParams p = paper();
+  p.engines = EnginePolicy::kRoundRobin;
+  p.paths = PathPolicy::kAlternate;
+  ClusterScheduler s(two_by_two(), p);
+  auto a = s.submit(req(1));
+  auto b = s.submit(req(2));
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(a->pe, b->pe);
+  EXPECT_NE(a->path, b->path);  // the sides alternate
+  EXPECT_FALSE(s.has_queued());
+  s.set_node_alive(s.pe_node_of(0), false);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(s.submit(req(10 + i))->pe, 1);
+  s.set_node_alive(s.pe_node_of(1), false);
+  EXPECT_FALSE(s.submit(req(20)).has_value());
+}
+
+TEST(ClusterScheduler, CancelRemovesAQueuedRequestFromEitherSide) {
+  ClusterScheduler s({.prefill_nodes = 1, .decode_nodes = 1}, paper(/*hbm=*/5));
+  s.submit(req(1));  // needs 10 bytes: gets a PE, waits for the DE
+  s.submit(req(2));
+  s.fetch();
+  EXPECT_EQ(s.queued(), 2u);
+  EXPECT_TRUE(s.cancel_queued(1));
+  EXPECT_TRUE(s.cancel_queued(2));
+  EXPECT_FALSE(s.cancel_queued(3));
+  EXPECT_FALSE(s.has_queued());
+}
+
+}  // namespace
+}  // namespace dualpath::sched
