@@ -1,5 +1,5 @@
 // dualpath bench compute: prefill and decode tokens/s of the CPU reference transformer on one
-// core (issue 5). The logic lives in src/compute/compute_bench.{h,cc}.
+// core (issue 5). The logic lives in bench/compute_bench.{h,cc}.
 
 #include <cstdio>
 #include <fstream>
@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/dualpath/command.h"
-#include "compute/compute_bench.h"
+#include "bench/compute_bench.h"
 
 namespace dualpath::app {
 namespace {

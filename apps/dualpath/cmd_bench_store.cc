@@ -1,11 +1,11 @@
 // dualpath bench store: FileStore read/write throughput next to fio on the same files, and
-// Layer-Block-size read IOPS (issue 3). The logic lives in src/store/store_bench.{h,cc}.
+// Layer-Block-size read IOPS (issue 3). The logic lives in bench/store_bench.{h,cc}.
 
 #include <cstdio>
 #include <fstream>
 
 #include "apps/dualpath/command.h"
-#include "store/store_bench.h"
+#include "bench/store_bench.h"
 
 namespace dualpath::app {
 namespace {

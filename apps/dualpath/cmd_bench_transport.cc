@@ -1,6 +1,6 @@
 // dualpath bench transport: put/get/AM bandwidth through the traffic manager next to ucx_perftest
 // on the same transport, operation and size, plus the model/KV isolation experiment (issue 4).
-// The logic lives in src/transport/transport_bench.{h,cc}; docs/transport.md explains the figures.
+// The logic lives in bench/transport_bench.{h,cc}; docs/transport.md explains the figures.
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
 #include "transport/peer_process.h"
-#include "transport/transport_bench.h"
+#include "bench/transport_bench.h"
 
 namespace dualpath::app {
 namespace {

@@ -1,4 +1,4 @@
-#include "transport/perftest_runner.h"
+#include "bench/perftest_runner.h"
 
 #include "common/subprocess.h"
 

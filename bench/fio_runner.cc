@@ -1,4 +1,4 @@
-#include "store/fio_runner.h"
+#include "bench/fio_runner.h"
 
 #include "common/subprocess.h"
 

@@ -1,14 +1,14 @@
 // A small end-to-end run of the store benchmark: real files, real io_uring, real fio. It checks
 // the report's shape (the JSON fields scripts rely on), never the figures.
 
-#include "store/store_bench.h"
+#include "bench/store_bench.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "store/fio_runner.h"
+#include "bench/fio_runner.h"
 #include "store/temp_dir.h"
 
 namespace dualpath::store {

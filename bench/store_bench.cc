@@ -1,4 +1,4 @@
-#include "store/store_bench.h"
+#include "bench/store_bench.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include "store/aligned_buffer.h"
 #include "store/block_file.h"
 #include "store/file_store.h"
-#include "store/fio_runner.h"
+#include "bench/fio_runner.h"
 
 namespace dualpath::store {
 namespace {

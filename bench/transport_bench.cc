@@ -1,4 +1,4 @@
-#include "transport/transport_bench.h"
+#include "bench/transport_bench.h"
 
 #include <fmt/format.h>
 
@@ -16,7 +16,7 @@
 
 #include "common/percentiles.h"
 #include "transport/peer_process.h"
-#include "transport/perftest_runner.h"
+#include "bench/perftest_runner.h"
 
 namespace dualpath::transport {
 namespace {

@@ -1,4 +1,4 @@
-#include "compute/compute_bench.h"
+#include "bench/compute_bench.h"
 
 #include <fmt/format.h>
 
