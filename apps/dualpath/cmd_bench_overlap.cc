@@ -1,6 +1,6 @@
 // `dualpath bench overlap`: layerwise prefill with the next layer's KV in flight while the
 // current one computes, against compute only (issue 5 "Overlap"). The logic lives in
-// src/engine/overlap_bench.{h,cc}.
+// bench/overlap_bench.{h,cc}.
 
 #include <fmt/format.h>
 
@@ -10,8 +10,9 @@
 
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
+#include "bench/overlap_bench.h"
 #include "engine/engine_config.h"
-#include "engine/overlap_bench.h"
+#include "serve/cluster.h"
 
 namespace dualpath::app {
 namespace {
@@ -19,16 +20,17 @@ namespace {
 struct OverlapArgs {
   std::string config_path;
   std::string json_path;
-  engine::OverlapOptions options;
+  bench::OverlapOptions options;
   double time_dilation = 0;
 };
 
 int run(const OverlapArgs& a) {
-  engine::EngineConfig cfg;
+  serve::ServeConfig serve_cfg;
+  engine::EngineConfig& cfg = serve_cfg.engine;
   if (!a.config_path.empty()) {
-    auto loaded = engine::load_engine_config(a.config_path);
+    auto loaded = serve::load_serve_config(a.config_path);
     if (!loaded.is_ok()) return usage_error(loaded.status().message());
-    cfg = *loaded;
+    serve_cfg = *loaded;
   } else {
     // Embedded default: DS 660B priced by the CostModel in real time, KV at 1/32 of its bytes.
     cfg.compute = "modeled";
@@ -39,17 +41,18 @@ int run(const OverlapArgs& a) {
   }
   if (a.time_dilation > 0) cfg.time_dilation = a.time_dilation;
   if (auto s = cfg.validate(); !s.is_ok()) return usage_error(s.message());
-  if (auto s = engine::validate_overlap_options(a.options, cfg); !s.is_ok()) {
+  if (auto s = bench::validate_overlap_options(a.options, cfg); !s.is_ok()) {
     return usage_error(s.message());
   }
-  engine::ClusterOptions options;
-  options.config = cfg;
+  serve_cfg.scheduler.port = 0;  // its own nodes only
+  serve::ClusterOptions options;
+  options.config = serve_cfg;
   std::fprintf(stderr, "dualpath bench overlap: %s (%s), %lld hit tokens, %d repeats per path\n",
                cfg.model.c_str(), cfg.compute.c_str(),
                static_cast<long long>(a.options.hit_tokens), a.options.repeats);
-  auto cluster = engine::LocalCluster::start(options);
+  auto cluster = serve::Cluster::start(options);
   if (!cluster.is_ok()) return usage_error(cluster.status().to_string());
-  auto result = engine::run_overlap_bench(**cluster, a.options);
+  auto result = bench::run_overlap_bench(**cluster, a.options);
   if (!result.is_ok()) return usage_error(result.status().to_string());
   std::fputs(result->table().c_str(), stdout);
   if (!a.json_path.empty()) {

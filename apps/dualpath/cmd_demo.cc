@@ -1,6 +1,7 @@
-// `dualpath demo`: the live system end to end on this machine: one prefill node and decode node
-// processes, real block files, UCX over shared memory, the tiny CPU transformer, multi-turn agent
-// sessions by the PE, DE or auto read path, or recomputed (src/engine/demo.h, docs/engine.md).
+// `dualpath demo`: the live system end to end on this machine: the scheduler service and its
+// prefill and decode node processes, real block files, UCX over shared memory, the tiny CPU
+// transformer, multi-turn agent sessions by the PE, DE or auto read path, or recomputed
+// (bench/demo.h, docs/engine.md, docs/serve.md).
 
 #include <fmt/format.h>
 
@@ -9,9 +10,9 @@
 
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
-#include "engine/demo.h"
+#include "bench/demo.h"
 #include "engine/engine_config.h"
-#include "engine/local_cluster.h"
+#include "serve/cluster.h"
 
 namespace dualpath::app {
 namespace {
@@ -25,7 +26,8 @@ struct DemoArgs {
   int64_t seed = 1;
   std::string json_path;
   std::string data_dir;
-  std::optional<int> decode_nodes;  // default: the config's, or 2 without one
+  std::optional<int> prefill_nodes;  // default: the config's (1)
+  std::optional<int> decode_nodes;   // default: the config's, or 2 without one
   std::optional<int> engines;
   int64_t first_prompt_tokens = 512;
   std::optional<double> snic_gbps;
@@ -34,8 +36,10 @@ struct DemoArgs {
 };
 
 int run(const DemoArgs& a) {
-  auto cfg = engine::load_engine_config(a.config_path);
-  if (!cfg.is_ok()) return usage_error(cfg.status().message());
+  auto serve_cfg = serve::load_serve_config(a.config_path);
+  if (!serve_cfg.is_ok()) return usage_error(serve_cfg.status().message());
+  serve_cfg->scheduler.port = 0;  // the demo's own nodes only: any free port
+  engine::EngineConfig* cfg = &serve_cfg->engine;
   if (!a.model.empty()) cfg->model = a.model;
   if (!a.data_dir.empty()) cfg->data_paths = {a.data_dir};
   if (a.snic_gbps) {
@@ -48,11 +52,8 @@ int run(const DemoArgs& a) {
   }
   if (a.seed < 0) return usage_error(fmt::format("--seed {}: use a non-negative integer", a.seed));
   if (a.engines) cfg->engines_per_node = *a.engines;  // range-checked by validate() below
-  if (a.decode_nodes) {
-    cfg->decode_nodes = *a.decode_nodes;
-  } else if (a.config_path.empty()) {
-    cfg->decode_nodes = 2;  // 1P2D, the paper's usual shape for this demo
-  }
+  if (a.prefill_nodes) cfg->prefill_nodes = *a.prefill_nodes;
+  if (a.decode_nodes) cfg->decode_nodes = *a.decode_nodes;
   if (auto s = cfg->validate(); !s.is_ok()) {
     return usage_error(a.model.empty() ? s.message() : "--model: " + s.message());
   }
@@ -63,22 +64,24 @@ int run(const DemoArgs& a) {
     return usage_error(s.message());
   }
 
-  engine::ClusterOptions options;
-  options.config = *cfg;
+  serve::ClusterOptions options;
+  options.config = *serve_cfg;
   if (!a.quiet) {
-    std::fprintf(stderr, "dualpath demo: starting 1 prefill + %d decode node processes (%s)\n",
-                 cfg->decode_nodes, cfg->model.c_str());
+    std::fprintf(stderr,
+                 "dualpath demo: starting the scheduler, %d prefill + %d decode node processes "
+                 "(%s)\n",
+                 cfg->prefill_nodes, cfg->decode_nodes, cfg->model.c_str());
   }
-  auto cluster = engine::LocalCluster::start(options);
+  auto cluster = serve::Cluster::start(options);
   if (!cluster.is_ok()) return usage_error(cluster.status().to_string());
-  engine::DemoOptions demo;
+  bench::DemoOptions demo;
   demo.sessions = a.sessions;
   demo.turns = a.turns;
   demo.seed = static_cast<uint64_t>(a.seed);
   demo.path = *path;
   demo.first_prompt_tokens = a.first_prompt_tokens;
   demo.concurrent = !a.sequential;
-  auto progress = [&](const engine::DemoTurn& t) {
+  auto progress = [&](const bench::DemoTurn& t) {
     if (a.quiet) return;
     std::fprintf(stderr,
                  "dualpath demo: session %d turn %d: %lld prompt tokens, %lld hit, %s path, "
@@ -88,7 +91,7 @@ int run(const DemoArgs& a) {
                  std::string(sched::read_path_name(t.result.path)).c_str(), t.result.ttft_s * 1e3,
                  t.result.tpot_s * 1e3);
   };
-  auto report = engine::run_demo(**cluster, demo, progress);
+  auto report = bench::run_demo(**cluster, demo, progress);
   if (!report.is_ok()) {
     std::fprintf(stderr, "dualpath demo: %s\n", report.status().to_string().c_str());
     return 1;
@@ -99,6 +102,7 @@ int run(const DemoArgs& a) {
     j["model"] = cfg->model;
     j["path"] = a.path;
     j["seed"] = a.seed;
+    j["prefill_nodes"] = cfg->prefill_nodes;
     j["decode_nodes"] = cfg->decode_nodes;
     j["block_tokens"] = cfg->block_tokens;
     Status s = write_text_file(a.json_path, j.dump(2) + "\n");
@@ -111,9 +115,9 @@ void setup(CLI::App& parent, int& exit_code) {
   auto args = std::make_shared<DemoArgs>();
   CLI::App* cmd = parent.add_subcommand(
       "demo",
-      "Run the live system on this machine: a prefill node and decode node processes, a block\n"
-      "store on real files, UCX over shared memory, and the tiny CPU transformer, replaying\n"
-      "multi-turn agent sessions. Prints a table; --json for every turn.\n"
+      "Run the live system on this machine: the scheduler service and its prefill and decode\n"
+      "node processes, a block store on real files, UCX over shared memory, and the tiny CPU\n"
+      "transformer, replaying multi-turn agent sessions. Prints a table; --json for every turn.\n"
       "Examples:\n"
       "  dualpath demo --model tiny --sessions 4 --turns 24 --path auto --seed 1 --json out.json\n"
       "  dualpath demo --path recompute --data-dir /tmp/kv   # a rerun then hits the blocks");
@@ -127,6 +131,7 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--json", args->json_path, "write every turn as JSON to this file");
   cmd->add_option("--data-dir", args->data_dir,
                   "keep the block store in this directory (default: a fresh temporary one)");
+  cmd->add_option("--prefill-nodes", args->prefill_nodes, "prefill node processes (default 1)");
   cmd->add_option("--decode-nodes", args->decode_nodes, "decode node processes (default 2)");
   cmd->add_option("--engines", args->engines,
                   "engines (GPUs) per node process, each with its own HBM arena and traffic "

@@ -74,6 +74,8 @@ class [[nodiscard]] Status {
   bool is_timed_out() const { return code() == StatusCode::kTimedOut; }
   bool is_resource_exhausted() const { return code() == StatusCode::kResourceExhausted; }
   bool is_in_progress() const { return code() == StatusCode::kInProgress; }
+  bool is_aborted() const { return code() == StatusCode::kAborted; }
+  bool is_failed_precondition() const { return code() == StatusCode::kFailedPrecondition; }
 
   Status(const Status& other);
   Status& operator=(const Status& other);

@@ -57,6 +57,9 @@ class Config {
   Status finish() const;
   // Marks a whole table as known without reading it (sections owned by another program).
   void ignore_section(std::string_view prefix);
+  // Marks one key as known without reading it (a key of a shared section that another program
+  // reads, e.g. the scheduler service's keys of [scheduler] for the simulator).
+  void ignore_key(std::string_view key) { touch(key); }
 
  private:
   struct Doc;

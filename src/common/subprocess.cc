@@ -36,9 +36,8 @@ Result<std::string> find_program(const std::string& name) {
   size_t start = 0;
   for (;;) {
     const size_t end = dirs.find(':', start);
-    const std::string_view dir =
-        std::string_view(dirs).substr(start, end == std::string::npos ? std::string::npos
-                                                                       : end - start);
+    const std::string_view dir = std::string_view(dirs).substr(
+        start, end == std::string::npos ? std::string::npos : end - start);
     // An empty entry means the working directory (fmt, not operator+: GCC 12 warns falsely
     // about std::string assignment of a literal here).
     const std::string candidate = fmt::format("{}/{}", dir.empty() ? "." : dir, name);
@@ -148,8 +147,8 @@ Result<int> Subprocess::wait_for(Duration timeout) {
     if (auto s = poll()) return *s;
     if (pid_ <= 0) return Status::failed_precondition("no child process");
     if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::timed_out(fmt::format("process {} still running after {:.1f} s", pid_,
-                                           to_seconds(timeout)));
+      return Status::timed_out(
+          fmt::format("process {} still running after {:.1f} s", pid_, to_seconds(timeout)));
     }
     std::this_thread::sleep_for(kWaitSlice);
   }

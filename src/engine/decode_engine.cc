@@ -43,65 +43,139 @@ DecodeEngine::~DecodeEngine() {
 
 void DecodeEngine::push_loop() {
   for (;;) {
-    PushLayerMsg msg;
+    std::deque<PushLayerMsg> pushes;
+    std::deque<PushDone> done;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !pushes_.empty(); });
-      if (stopping_) return;
-      msg = pushes_.front();
-      pushes_.pop_front();
+      cv_.wait(lock, [&] { return stopping_ || !pushes_.empty() || !push_done_.empty(); });
+      if (stopping_) break;
+      pushes.swap(pushes_);
+      done.swap(push_done_);
     }
-    Status s = push_layer(msg);
-    if (!s.is_ok()) DP_LOG_WARN("decode {}: {}", rt_.setup().index, s.to_string());
+    for (const PushDone& d : done) {
+      auto it = push_in_flight_.find(d.key);
+      if (it == push_in_flight_.end()) continue;
+      PushInFlight p = std::move(it->second);
+      push_in_flight_.erase(it);
+      if (d.status.is_ok()) {
+        std::lock_guard lock(mu_);
+        p.request->de_to_pe_bytes +=
+            p.request->hit_blocks * static_cast<int64_t>(rt_.layout().layer_block_bytes());
+      }
+      answer_push(p.msg, p.pe, p.request, d.status);
+      // p.put is done (its completion queued this); destroying it does not wait.
+    }
+    for (const PushLayerMsg& msg : pushes) start_push(msg);
+    // Answers whose sends have completed no longer need their handles.
+    while (!answers_in_flight_.empty() && answers_in_flight_.front().done()) {
+      answers_in_flight_.pop_front();
+    }
   }
+  // Stopping: in-flight puts and answers are waited for by their handles' destructors (each is
+  // bounded by its deadline), before the buffers they use go.
+  push_in_flight_.clear();
+  answers_in_flight_.clear();
 }
 
-Status DecodeEngine::push_layer(const PushLayerMsg& msg) {
-  DP_ASSIGN_OR_RETURN(PeerNode * pe, rt_.peer(NodeRole::kPrefill, static_cast<int>(msg.pe_index)));
+void DecodeEngine::answer_push(const PushLayerMsg& msg, const std::shared_ptr<PeerNode>& pe,
+                               const std::shared_ptr<Request>& request, const Status& status) {
+  if (!status.is_ok()) DP_LOG_WARN("decode {}: {}", rt_.setup().index, status.to_string());
+  // The answer goes out on the request's engine (engine 0 when the request is unknown).
+  transport::TrafficManager& tm = rt_.traffic(request != nullptr ? request->prepare.engine : 0);
+  LayerPushedMsg reply{msg.request_id, msg.layer, static_cast<int32_t>(status.code())};
+  auto sent = tm.send_am(transport::TrafficClass::kModel, *pe->endpoint, kLayerPushedAm,
+                         message_bytes(reply), {});
+  if (!sent.is_ok()) {
+    DP_LOG_WARN("decode {}: answer push of layer {} of request {}: {}", rt_.setup().index,
+                msg.layer, msg.request_id, sent.status().to_string());
+    return;
+  }
+  answers_in_flight_.push_back(std::move(sent).value());
+}
+
+void DecodeEngine::start_push(const PushLayerMsg& msg) {
+  auto pe_or = rt_.peer(NodeRole::kPrefill, static_cast<int>(msg.pe_index));
+  if (!pe_or.is_ok()) {
+    DP_LOG_WARN("decode {}: push of request {}: {}", rt_.setup().index, msg.request_id,
+                pe_or.status().to_string());
+    return;  // no way to answer a PE we are not connected to
+  }
+  std::shared_ptr<PeerNode> pe = *pe_or;
   std::shared_ptr<Request> r;
   {
     std::lock_guard lock(mu_);
     auto it = requests_.find(msg.request_id);
     if (it != requests_.end()) r = it->second;
   }
-  // The request's engine pushes; the answer goes out on engine 0 when the request is unknown.
-  transport::TrafficManager& tm = rt_.traffic(r != nullptr ? r->prepare.engine : 0);
-  Status status;
   if (r == nullptr) {
-    status = Status::not_found(fmt::format("no prepared request {}", msg.request_id));
-  } else if (msg.pe_engine >= pe->hbm.size()) {
-    status = Status::invalid_argument(fmt::format("prefill node {} has no engine {}", msg.pe_index,
-                                                  msg.pe_engine));
-  } else {
-    const store::BlockLayout& layout = rt_.layout();
-    const auto lb = static_cast<size_t>(layout.layer_block_bytes());
-    const auto fb = static_cast<size_t>(layout.full_block_bytes());
-    std::vector<transport::RmaRequest> puts;
-    for (int64_t b = 0; b < r->hit_blocks; ++b) {
-      puts.push_back({r->buffer.bytes().subspan(b * fb + msg.layer * lb, lb),
-                      pe->hbm[msg.pe_engine].get(),
-                      msg.pe_hbm_offset_bytes + b * lb});
-    }
-    auto op = tm.put(transport::TrafficClass::kKv, *pe->endpoint, puts);
-    status = op.is_ok() ? op->wait() : op.status();
-    if (status.is_ok()) {
-      std::lock_guard lock(mu_);
-      r->de_to_pe_bytes += r->hit_blocks * static_cast<int64_t>(lb);
-    }
+    answer_push(msg, pe, nullptr,
+                Status::not_found(fmt::format("no prepared request {}", msg.request_id)));
+    return;
   }
-  LayerPushedMsg reply{msg.request_id, msg.layer, static_cast<int32_t>(status.code())};
-  DP_ASSIGN_OR_RETURN(auto sent, tm.send_am(transport::TrafficClass::kModel, *pe->endpoint,
-                                            kLayerPushedAm, message_bytes(reply), {}));
-  DP_RETURN_IF_ERROR(sent.wait(), "answer push of layer {} of request {}", msg.layer,
-                     msg.request_id);
-  return status;
+  // Never put into a PE slot after the request's timeout: the PE may have released (or
+  // quarantined) it by then (prefill_engine.h).
+  if (Clock::now() - r->prepared_at > rt_.setup().timeout) {
+    answer_push(msg, pe, r,
+                Status::timed_out(fmt::format("push of request {} arrived after its timeout",
+                                              msg.request_id)));
+    return;
+  }
+  if (rt_.cancels().cancelled(msg.request_id)) {
+    answer_push(msg, pe, r, Status::aborted(fmt::format("request {} cancelled", msg.request_id)));
+    return;
+  }
+  if (msg.pe_engine >= pe->hbm.size()) {
+    answer_push(msg, pe, r,
+                Status::invalid_argument(fmt::format("prefill node {} has no engine {}",
+                                                     msg.pe_index, msg.pe_engine)));
+    return;
+  }
+  const store::BlockLayout& layout = rt_.layout();
+  const auto lb = static_cast<size_t>(layout.layer_block_bytes());
+  const auto fb = static_cast<size_t>(layout.full_block_bytes());
+  if (msg.layer >= static_cast<uint32_t>(layout.layers)) {
+    answer_push(msg, pe, r,
+                Status::invalid_argument(fmt::format("request {}: no layer {} ({} layers)",
+                                                     msg.request_id, msg.layer, layout.layers)));
+    return;
+  }
+  std::vector<transport::RmaRequest> puts;
+  for (int64_t b = 0; b < r->hit_blocks; ++b) {
+    puts.push_back({r->buffer.bytes().subspan(b * fb + msg.layer * lb, lb),
+                    pe->hbm[msg.pe_engine].get(), msg.pe_hbm_offset_bytes + b * lb});
+  }
+  const uint64_t key = next_push_key_++;
+  transport::OpOptions options;
+  // On the progress thread: only queue the completion for this thread.
+  options.on_complete = [this, key](const Status& st) {
+    {
+      std::lock_guard lock(mu_);
+      push_done_.push_back({key, st});
+    }
+    cv_.notify_all();
+  };
+  transport::TrafficManager& tm = rt_.traffic(r->prepare.engine);
+  auto op = tm.put(transport::TrafficClass::kKv, *pe->endpoint, puts, options);
+  if (!op.is_ok()) {
+    answer_push(msg, pe, r, op.status());
+    return;
+  }
+  push_in_flight_.emplace(key, PushInFlight{msg, r, pe, std::move(op).value()});
 }
 
-Result<Json> DecodeEngine::prepare(const Json& request) {
+Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
   const auto deadline = Clock::now() + rt_.setup().timeout;
   auto r = std::make_shared<Request>();
-  DP_ASSIGN_OR_RETURN(r->prepare, PrepareRequest::from_json(request));
+  r->prepare = request;
+  r->prepared_at = Clock::now();
   const PrepareRequest& p = r->prepare;
+  const int32_t vocab = rt_.backends().vocab();
+  for (int32_t t : p.tokens) {
+    if (t < 0 || (vocab > 0 && t >= vocab)) {
+      return Status::invalid_argument(fmt::format(
+          "request {}: token {} is outside the model's vocabulary of {}", p.request_id, t, vocab));
+    }
+  }
   DP_RETURN_IF_ERROR(rt_.check_engine(p.engine), "request {}", p.request_id);
   const store::BlockLayout& layout = rt_.layout();
   const int64_t bt = layout.block_tokens;
@@ -140,15 +214,40 @@ Result<Json> DecodeEngine::prepare(const Json& request) {
   const uint64_t offset = r->buffer.offset_bytes();
   {
     std::lock_guard lock(mu_);
+    if (rt_.cancels().cancelled(p.request_id)) {
+      return Status::aborted(fmt::format("request {} was cancelled", p.request_id));
+    }
     requests_[p.request_id] = std::move(r);
   }
-  return Json{{"dram_offset", offset}, {"bytes", bytes.to_json()}};
+  return PrepareReply{offset, bytes};
 }
 
 Status DecodeEngine::release(uint64_t request_id) {
   std::lock_guard lock(mu_);
   requests_.erase(request_id);
   return Status::ok();
+}
+
+size_t DecodeEngine::reap_expired() {
+  const Duration ttl =
+      rt_.setup().buffer_ttl.count() > 0 ? rt_.setup().buffer_ttl : 2 * rt_.setup().timeout;
+  const auto now = Clock::now();
+  std::lock_guard lock(mu_);
+  return std::erase_if(requests_, [&](const auto& kv) {
+    const bool expired = now - kv.second->prepared_at > ttl;
+    const bool cancelled = rt_.cancels().cancelled(kv.first);
+    if (expired) {
+      DP_LOG_WARN("decode {}: request {} was prepared {:.1f} s ago and never decoded; its DE "
+                  "buffer is freed",
+                  rt_.setup().index, kv.first, to_seconds(now - kv.second->prepared_at));
+    }
+    return expired || cancelled;
+  });
+}
+
+size_t DecodeEngine::prepared() const {
+  std::lock_guard lock(mu_);
+  return requests_.size();
 }
 
 Result<std::optional<DecodeEngine::PendingPersist>> DecodeEngine::start_persist(
@@ -187,8 +286,14 @@ Status DecodeEngine::finish_persist(PendingPersist& p, HopBytes& bytes) {
   return Status::ok();
 }
 
-Result<Json> DecodeEngine::decode(const Json& request) {
-  const uint64_t id = request.value("request_id", uint64_t{0});
+Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const TokenSink& sink) {
+  const uint64_t id = request.request_id;
+  rt_.cancels().begin(id);
+  struct EndGuard {
+    CancelRegistry& c;
+    uint64_t id;
+    ~EndGuard() { c.end(id); }
+  } end_guard{rt_.cancels(), id};
   std::shared_ptr<Request> r;
   {
     std::lock_guard lock(mu_);
@@ -261,11 +366,32 @@ Result<Json> DecodeEngine::decode(const Json& request) {
     DP_RETURN_IF_ERROR(persist_block(b));
   }
   DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend, rt_.backends().make());
-  std::vector<int32_t> output{request.value("first_token", 0)};
+  std::vector<int32_t> output{request.first_token};
+  // Tokens go to the sink a few at a time: each message costs a socket write, each token's
+  // latency should stay near one step.
+  constexpr size_t kSinkBatch = 8;
+  constexpr auto kSinkInterval = std::chrono::milliseconds(20);
+  size_t sent = 0;
+  auto last_sent = Clock::now();
+  auto flush = [&](bool force) {
+    if (!sink || sent == output.size()) return;
+    // The first two tokens go at once (TTFT and TTST are measured on them); then in batches.
+    if (!force && sent >= 2 && output.size() - sent < kSinkBatch &&
+        Clock::now() - last_sent < kSinkInterval)
+      return;
+    sink(static_cast<int64_t>(sent), std::span(output).subspan(sent));
+    sent = output.size();
+    last_sent = Clock::now();
+  };
+  flush(true);
   std::vector<std::span<const std::byte>> segments(layers);
   std::vector<compute::KvLayerView> views(layers);
   std::vector<std::byte> new_kv(static_cast<size_t>(layers * row));
   for (int64_t i = 1; i < p.gen_tokens; ++i) {
+    if (rt_.cancels().cancelled(id)) {
+      return Status::aborted(fmt::format("request {} was cancelled after {} of {} tokens", id, i,
+                                         p.gen_tokens));
+    }
     const int64_t pos = n + i - 1;  // the position of the token fed in (output[i - 1])
     for (int64_t l = 0; l < layers; ++l) {
       segments[l] = hbm_bytes.subspan(l * stride, pos * row);
@@ -280,6 +406,7 @@ Result<Json> DecodeEngine::decode(const Json& request) {
     }
     sequence.push_back(output.back());
     output.push_back(next.at(0).token);
+    flush(false);
     if (persist && (pos + 1) % bt == 0) {
       const int64_t b = pos / bt;
       const store::BlockKey prev = b == 0 ? store::chain_start(fp) : keys[b - 1];
@@ -290,12 +417,13 @@ Result<Json> DecodeEngine::decode(const Json& request) {
   for (PendingPersist& pending : persisting) {
     DP_RETURN_IF_ERROR(finish_persist(pending, bytes), "request {}", id);
   }
+  flush(true);
   const double decode_s = std::chrono::duration<double>(Clock::now() - start).count();
-  Json reply;
-  reply["output_tokens"] = output;
-  reply["bytes"] = bytes.to_json();
-  reply["decode_s"] = decode_s;
-  reply["tpot_s"] = p.gen_tokens > 1 ? decode_s / static_cast<double>(p.gen_tokens - 1) : 0.0;
+  DecodeReply reply;
+  reply.output_tokens = std::move(output);
+  reply.bytes = bytes;
+  reply.decode_s = decode_s;
+  reply.tpot_s = p.gen_tokens > 1 ? decode_s / static_cast<double>(p.gen_tokens - 1) : 0.0;
   return reply;
 }
 

@@ -17,14 +17,22 @@
 //            the decode (up to kPersistsInFlight per request) and the turn ends once all are
 //            durable.
 //
+// Lifetimes. A prepared request whose decode never comes (its scheduler died, its PE failed and
+// the release was lost) is freed by reap_expired() once it is older than the setup's buffer TTL.
+// Pushes are answered only for requests younger than the request timeout: a PE quarantines its
+// HBM slots for twice that (prefill_engine.h), so no put can land in a reused slot.
+// Cancellation (NodeRuntime::cancels()) is checked between decode steps.
+//
 // Threads: thread-safe; prepare/decode/release run on the node's control workers, several
-// requests at once. Push requests arrive on the
-// worker's progress thread (kPushLayerAm) and are queued to the engine's push thread, which does
-// the put, waits for it and sends the answer: a handler must never block.
+// requests at once. Push requests arrive on the worker's progress thread (kPushLayerAm) and are
+// queued to the engine's push thread, which is completion-driven: it starts each push's put
+// without waiting for it, and sends the answer when the put's completion (queued to it by the
+// progress thread) arrives, so one slow push never holds up the others. A handler never blocks.
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,7 +42,7 @@
 #include "engine/control_channel.h"
 #include "engine/layer_messages.h"
 #include "engine/node_runtime.h"
-#include "engine/request_fields.h"
+#include "engine/node_protocol.h"
 
 namespace dualpath::engine {
 
@@ -46,13 +54,18 @@ class DecodeEngine {
   DecodeEngine(const DecodeEngine&) = delete;
   DecodeEngine& operator=(const DecodeEngine&) = delete;
 
-  // Reply: dram_offset, bytes {storage_read}.
-  Result<Json> prepare(const Json& request);
-  // Request: {request_id, first_token}. Reply: output_tokens, bytes {de_to_pe, de_h2d, persist},
-  // decode_s, tpot_s.
-  Result<Json> decode(const Json& request);
-  // Drops a request's state (after a failed turn).
+  // Called with the tokens of a running decode as they are generated: [start, start + n).
+  using TokenSink = std::function<void(int64_t start, std::span<const int32_t> tokens)>;
+
+  Result<PrepareReply> prepare(const PrepareRequest& request);
+  // `sink` (optional) gets the output tokens in order as they are generated, a few at a time.
+  Result<DecodeReply> decode(const DecodeRequest& request, const TokenSink& sink = {});
+  // Drops a request's state (after a failed turn, or a cancel).
   Status release(uint64_t request_id);
+  // Frees prepared requests older than the buffer TTL; returns how many.
+  size_t reap_expired();
+  // Requests prepared and not yet decoding.
+  size_t prepared() const;
 
  private:
   struct Request {
@@ -60,11 +73,27 @@ class DecodeEngine {
     SlotLease buffer;  // the DE buffer: Full Blocks of prompt + generation
     int64_t hit_blocks = 0;
     int64_t de_to_pe_bytes = 0;  // guarded by the engine's mu_
+    std::chrono::steady_clock::time_point prepared_at;
+  };
+  // A push whose put is in flight: the request (its buffer must outlive the put) and the put.
+  struct PushInFlight {
+    PushLayerMsg msg;
+    std::shared_ptr<Request> request;
+    std::shared_ptr<PeerNode> pe;
+    transport::Operation put;
+  };
+  struct PushDone {
+    uint64_t key;
+    Status status;
   };
 
   explicit DecodeEngine(NodeRuntime& runtime) : rt_(runtime) {}
   void push_loop();
-  Status push_layer(const PushLayerMsg& msg);
+  // Starts the put of one push (or answers it at once when it cannot run).
+  void start_push(const PushLayerMsg& msg);
+  // Sends the answer of a push to its PE.
+  void answer_push(const PushLayerMsg& msg, const std::shared_ptr<PeerNode>& pe,
+                   const std::shared_ptr<Request>& request, const Status& status);
   // A block on its way to storage: its staging lease and its write. Member order matters: the
   // batch (which waits for the write when destroyed) goes before the lease it writes from.
   struct PendingPersist {
@@ -85,13 +114,18 @@ class DecodeEngine {
   Status finish_persist(PendingPersist& p, HopBytes& bytes);
 
   NodeRuntime& rt_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   // Co-owned by the push thread while it puts from the request's buffer, so a release on the
   // control thread (after a failed turn) never frees a buffer under a put.
   std::map<uint64_t, std::shared_ptr<Request>> requests_;  // guarded by mu_
   std::deque<PushLayerMsg> pushes_;                        // guarded by mu_
+  std::deque<PushDone> push_done_;                         // guarded by mu_: from completions
   bool stopping_ = false;                                  // guarded by mu_
+  // Owned by the push thread.
+  std::map<uint64_t, PushInFlight> push_in_flight_;
+  std::deque<transport::Operation> answers_in_flight_;
+  uint64_t next_push_key_ = 1;
   std::thread push_thread_;
 };
 

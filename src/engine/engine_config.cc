@@ -42,14 +42,15 @@ Status EngineConfig::validate() const {
     return Status::invalid_argument(fmt::format(
         "store.block_tokens = {} must be positive; 64 is the paper's block size", block_tokens));
   }
-  if (prefill_nodes != 1) {
+  if (prefill_nodes < 1 || prefill_nodes > kMaxLiveNodes) {
     return Status::invalid_argument(fmt::format(
-        "cluster.prefill_nodes = {}: the live driver runs exactly one prefill node for now",
-        prefill_nodes));
+        "cluster.prefill_nodes = {}: the live system runs 1 to {} prefill nodes", prefill_nodes,
+        kMaxLiveNodes));
   }
-  if (decode_nodes < 1 || decode_nodes > 8) {
+  if (decode_nodes < 1 || decode_nodes > kMaxLiveNodes) {
     return Status::invalid_argument(fmt::format(
-        "cluster.decode_nodes = {}: the live driver runs 1 to 8 decode nodes", decode_nodes));
+        "cluster.decode_nodes = {}: the live system runs 1 to {} decode nodes", decode_nodes,
+        kMaxLiveNodes));
   }
   const uint64_t full_block =
       static_cast<uint64_t>(shape.layers * block_tokens * shape.bytes_per_token_per_layer);

@@ -39,6 +39,9 @@
 
 namespace dualpath::engine {
 
+// Nodes of one role the live system runs (each a process with its UCX worker and buffers).
+inline constexpr int kMaxLiveNodes = 64;
+
 struct EngineConfig {
   std::string model = "tiny";
   // "cpu": the reference transformer (model is a compute/ CPU preset). "modeled": CostModel time

@@ -1,20 +1,29 @@
 #include "engine/node_link.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <fmt/format.h>
+
+#include "engine/wire.h"
 
 namespace dualpath::engine {
 
 namespace {
 // The reader's poll timeout: how long destruction may wait for it.
 constexpr int kReaderPollMs = 100;
-// A framed reply that has started arriving must finish within this.
+// A framed message that has started arriving must finish within this.
 constexpr Duration kFrameTimeout = std::chrono::seconds(30);
 }  // namespace
 
-NodeLink::NodeLink(std::unique_ptr<transport::OobChannel> channel, std::string name)
-    : name_(std::move(name)), channel_(std::move(channel)) {
+NodeLink::NodeLink(std::unique_ptr<transport::OobChannel> channel,
+                   std::string name,
+                   MessageHandler on_message,
+                   std::function<void(const Status&)> on_closed)
+    : name_(std::move(name)),
+      channel_(std::move(channel)),
+      on_message_(std::move(on_message)),
+      on_closed_(std::move(on_closed)) {
   reader_ = std::thread([this] { read_loop(); });
 }
 
@@ -26,6 +35,25 @@ NodeLink::~NodeLink() {
   reader_.join();
 }
 
+void NodeLink::mark_closed(const Status& why) {
+  if (closed_.is_ok()) closed_ = why;
+  cv_.notify_all();
+}
+
+void NodeLink::close(const Status& why) {
+  {
+    std::lock_guard lock(mu_);
+    mark_closed(why.with_context(name_));
+  }
+  // The reader sees the shut-down socket and stops; the node sees it closed.
+  ::shutdown(channel_->fd(), SHUT_RDWR);
+}
+
+bool NodeLink::closed() const {
+  std::lock_guard lock(mu_);
+  return !closed_.is_ok();
+}
+
 void NodeLink::read_loop() {
   for (;;) {
     {
@@ -35,15 +63,33 @@ void NodeLink::read_loop() {
     pollfd pfd{channel_->fd(), POLLIN, 0};
     const int ready = ::poll(&pfd, 1, kReaderPollMs);
     if (ready <= 0) continue;
-    auto reply = receive_json(*channel_, kFrameTimeout);
-    std::lock_guard lock(mu_);
-    if (!reply.is_ok()) {
-      closed_ = reply.status().with_context(name_);
-      cv_.notify_all();
+    auto msg = receive_json(*channel_, kFrameTimeout);
+    if (!msg.is_ok() && msg.status().is_corruption()) continue;  // one bad frame: skip it
+    if (!msg.is_ok()) {
+      std::function<void(const Status&)> notify;
+      Status why;
+      {
+        std::lock_guard lock(mu_);
+        mark_closed(Status::unavailable(msg.status().message()).with_context(name_));
+        why = closed_;
+        if (!closed_notified_) {
+          closed_notified_ = true;
+          notify = on_closed_;
+        }
+      }
+      if (notify) notify(why);
       return;
     }
-    auto it = pending_.find(reply->value("call_id", uint64_t{0}));
-    if (it != pending_.end()) it->second = std::move(reply).value();  // else: a late reply
+    WireReader r(*msg, "message from " + name_);
+    const std::string type = r.str_or("type", "reply");
+    if (type != "reply") {
+      if (on_message_) on_message_(*msg);
+      continue;
+    }
+    const uint64_t call_id = r.u64_or("call_id", 0);
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(call_id);
+    if (it != pending_.end()) it->second = std::move(msg).value();  // else: a late reply
     cv_.notify_all();
   }
 }
@@ -63,28 +109,24 @@ Result<Json> NodeLink::call(const Json& request, Duration timeout) {
     id = next_call_id_++;
     pending_[id];
   }
+  message["type"] = "call";
   message["call_id"] = id;
   Status sent = send(message, timeout);
   std::unique_lock lock(mu_);
   if (!sent.is_ok()) {
     pending_.erase(id);
-    return sent.with_context(name_);
+    return Status::unavailable(sent.message()).with_context(name_);
   }
-  const bool done =
-      cv_.wait_until(lock, deadline, [&] { return pending_[id].has_value() || !closed_.is_ok(); });
+  cv_.wait_until(lock, deadline, [&] { return pending_[id].has_value() || !closed_.is_ok(); });
   std::optional<Json> reply = std::move(pending_[id]);
   pending_.erase(id);
   if (!reply) {
     if (!closed_.is_ok()) return closed_;
-    (void)done;
-    return Status::timed_out(fmt::format("{}: no reply to '{}' within the deadline", name_,
-                                         request.value("cmd", std::string())));
+    return Status::timed_out(fmt::format("{}: no reply to '{}' within {:.1f} s", name_,
+                                         WireReader(request, "call").str_or("cmd", "?"),
+                                         to_seconds(timeout)));
   }
-  if (!reply->value("ok", false)) {
-    const int code = reply->value("code", static_cast<int>(StatusCode::kInternal));
-    return Status(static_cast<StatusCode>(code),
-                  fmt::format("{}: {}", name_, reply->value("error", std::string("no message"))));
-  }
+  DP_RETURN_IF_ERROR(reply_status(*reply, name_));
   return std::move(reply).value();
 }
 

@@ -1,10 +1,15 @@
 #include "engine/node_main.h"
 
 #include <poll.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <charconv>
 #include <condition_variable>
+#include <csignal>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -13,81 +18,170 @@
 #include "common/log.h"
 #include "engine/control_channel.h"
 #include "engine/decode_engine.h"
+#include "engine/node_protocol.h"
 #include "engine/node_runtime.h"
 #include "engine/prefill_engine.h"
+#include "engine/wire.h"
 
 namespace dualpath::engine {
 
 namespace {
 
-// How long a node waits for its driver's setup messages.
+using Clock = std::chrono::steady_clock;
+
+// How long the registration steps wait for the scheduler's answers.
 constexpr Duration kSetupTimeout = std::chrono::seconds(60);
-// How often the idle control loop wakes to check the socket (a poll timeout, not a sync).
-constexpr int kIdlePollMs = 1000;
-// Requests a node serves at once: a turn needs at most two per node (status and one more), so
-// this allows several concurrent sessions per node.
-constexpr int kControlWorkers = 8;
+// How often the main loop wakes to check for a signal (a poll timeout, not a synchronisation).
+constexpr int kIdlePollMs = 200;
+// Between connection attempts.
+constexpr auto kRetryPause = std::chrono::milliseconds(200);
+// Calls a node serves at once: a turn needs at most a few per node, so this allows many
+// concurrent turns.
+constexpr int kControlWorkers = 16;
+// A message that has started arriving must finish within this.
+constexpr Duration kFrameTimeout = std::chrono::seconds(30);
 
-Status serve(const NodeArgs& args, transport::OobChannel& channel) {
-  DP_ASSIGN_OR_RETURN(Json setup_msg, receive_json(channel, kSetupTimeout));
-  DP_ASSIGN_OR_RETURN(NodeSetup setup, NodeSetup::from_json(setup_msg));
-  if (role_name(setup.role) != args.role || setup.index != args.index) {
-    return Status::invalid_argument(fmt::format("node started as {} {} received the setup of {} {}",
-                                                args.role, args.index, role_name(setup.role),
-                                                setup.index));
-  }
-  auto runtime = NodeRuntime::create(setup);
-  if (!runtime.is_ok()) {
-    (void)send_json(channel, error_reply(runtime.status()), setup.timeout);
-    return runtime.status();
-  }
-  NodeRuntime& rt = **runtime;
-  std::unique_ptr<PrefillEngine> pe;
-  std::unique_ptr<DecodeEngine> de;
-  if (setup.role == NodeRole::kPrefill) {
-    DP_ASSIGN_OR_RETURN(pe, PrefillEngine::create(rt));
-  } else {
-    DP_ASSIGN_OR_RETURN(de, DecodeEngine::create(rt));
-  }
-  DP_RETURN_IF_ERROR(send_json(channel, ok_reply(rt.hello()), setup.timeout));
-  DP_ASSIGN_OR_RETURN(Json peers, receive_json(channel, kSetupTimeout));
-  Status connected = rt.connect_peers(peers.value("peers", Json::array()));
-  DP_RETURN_IF_ERROR(
-      send_json(channel, connected.is_ok() ? ok_reply() : error_reply(connected), setup.timeout));
-  DP_RETURN_IF_ERROR(connected);
+// SIGTERM / SIGINT: set by the handler (any thread), read by the main loop.
+std::atomic<bool> g_stop{false};  // relaxed loads and stores: a flag polled every kIdlePollMs
 
-  // Control workers: each request runs on one of them, so a node serves several turns at once
-  // (the engines are thread-safe) and a status query is answered while a prefill runs.
+extern "C" void on_stop_signal(int) { g_stop.store(true, std::memory_order_relaxed); }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGPIPE, &ign, nullptr);  // a dead scheduler is a send error, not a signal
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+// Why a session with the scheduler ended.
+enum class SessionEnd { kQuit, kLost, kSignal };
+
+// One node's engine and its calls: shared by every session with a scheduler.
+class NodeService {
+ public:
+  NodeService(NodeRuntime& rt, std::unique_ptr<PrefillEngine> pe, std::unique_ptr<DecodeEngine> de)
+      : rt_(rt), pe_(std::move(pe)), de_(std::move(de)) {}
+
+  // Answers one call (never throws: the one catch boundary of the node's wire handling).
+  // `send_event` sends a message to the scheduler (thread-safe).
+  Json handle(const Json& msg, const std::function<void(const Json&)>& send_event) {
+    WireReader r(msg, "call");
+    const uint64_t call_id = r.u64_or("call_id", 0);
+    const std::string cmd = r.str("cmd");
+    Result<Json> reply = Status::internal("no reply");
+    if (!r.status().is_ok()) {
+      reply = r.status();
+    } else {
+      try {
+        reply = dispatch(cmd, msg, send_event);
+      } catch (const std::exception& e) {
+        reply = Status::internal(fmt::format("{}: '{}' failed with an exception: {}",
+                                             NodeId{rt_.setup().role, rt_.setup().index}.name(),
+                                             cmd, e.what()));
+      }
+    }
+    Json answer = reply.is_ok() ? ok_reply(std::move(reply).value()) : error_reply(reply.status());
+    answer["type"] = "reply";
+    answer["call_id"] = call_id;
+    return answer;
+  }
+
+  LoadReport report() const {
+    LoadReport l;
+    const auto q = rt_.storage_nic().read_queue.snapshot();
+    l.read_queue_tokens = q.tokens;
+    l.read_queue_bytes = q.bytes;
+    l.dram_used_bytes = rt_.dram().used_bytes();
+    l.dram_bytes = rt_.dram().total_bytes();
+    for (int e = 0; e < rt_.engines(); ++e) l.hbm_used_bytes.push_back(rt_.hbm(e).used_bytes());
+    l.requests = static_cast<int64_t>(rt_.cancels().running() + (de_ ? de_->prepared() : 0));
+    return l;
+  }
+
+  // Periodic housekeeping (the report thread): expired DE buffers, safe quarantined HBM.
+  void tick() {
+    if (de_) de_->reap_expired();
+    if (pe_) pe_->release_quarantined();
+  }
+
+ private:
+  Result<Json> dispatch(const std::string& cmd,
+                        const Json& msg,
+                        const std::function<void(const Json&)>& send_event) {
+    const NodeId self{rt_.setup().role, rt_.setup().index};
+    if (cmd == "status") return report().to_json();
+    if (cmd == "peers") {
+      WireReader r(msg, "peers call");
+      const Json& peers = r.array("peers");
+      DP_RETURN_IF_ERROR(r.status());
+      DP_RETURN_IF_ERROR(rt_.connect_peers(peers));
+      return Json::object();
+    }
+    if (cmd == "cancel" || cmd == "release") {
+      WireReader r(msg, cmd + " call");
+      const uint64_t id = r.u64("request_id");
+      DP_RETURN_IF_ERROR(r.status());
+      if (cmd == "cancel") rt_.cancels().cancel(id);
+      if (de_) DP_RETURN_IF_ERROR(de_->release(id));
+      return Json::object();
+    }
+    if (cmd == "prefill" && pe_) {
+      DP_ASSIGN_OR_RETURN(PrefillRequest req, PrefillRequest::from_json(msg));
+      DP_ASSIGN_OR_RETURN(PrefillReply reply, pe_->prefill(req));
+      return reply.to_json();
+    }
+    if (cmd == "prepare" && de_) {
+      DP_ASSIGN_OR_RETURN(PrepareRequest req, PrepareRequest::from_json(msg));
+      DP_ASSIGN_OR_RETURN(PrepareReply reply, de_->prepare(req));
+      return reply.to_json();
+    }
+    if (cmd == "decode" && de_) {
+      DP_ASSIGN_OR_RETURN(DecodeRequest req, DecodeRequest::from_json(msg));
+      auto sink = [&](int64_t start, std::span<const int32_t> tokens) {
+        TokenEvent e{req.request_id, start, {tokens.begin(), tokens.end()}};
+        Json j = e.to_json();
+        j["type"] = "event";
+        j["event"] = "tokens";
+        send_event(j);
+      };
+      DP_ASSIGN_OR_RETURN(DecodeReply reply, de_->decode(req, sink));
+      return reply.to_json();
+    }
+    return Status::invalid_argument(
+        fmt::format("{}: unknown or misdirected command '{}'", self.name(), cmd));
+  }
+
+  NodeRuntime& rt_;
+  std::unique_ptr<PrefillEngine> pe_;
+  std::unique_ptr<DecodeEngine> de_;
+};
+
+// One connection to a scheduler, from the hello on: serves calls until quit, a lost connection
+// or a signal.
+SessionEnd serve_session(transport::OobChannel& channel,
+                         NodeService& service,
+                         const NodeSetup& setup) {
+  std::mutex send_mu;             // one writer at a time on the socket
+  std::atomic<bool> lost{false};  // relaxed: a flag for the report thread, set once
+  auto send = [&](const Json& m) {
+    std::lock_guard lock(send_mu);
+    Status s = send_json(channel, m, setup.timeout);
+    if (!s.is_ok()) lost.store(true, std::memory_order_relaxed);
+  };
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Json> queue;  // guarded by mu
   bool stopping = false;   // guarded by mu
-  std::mutex send_mu;      // one writer at a time on the socket
-  auto handle = [&](const Json& msg) {
-    const std::string cmd = msg.value("cmd", std::string());
-    Result<Json> reply =
-        Status::invalid_argument(fmt::format("{} node {}: unknown or misdirected command '{}'",
-                                             role_name(setup.role), setup.index, cmd));
-    if (cmd == "status") {
-      const auto q = rt.storage_nic().read_queue.snapshot();
-      reply = Json{{"read_queue_tokens", q.tokens}, {"read_queue_bytes", q.bytes}};
-    } else if (cmd == "prefill" && pe) {
-      reply = pe->prefill(msg);
-    } else if (cmd == "prepare" && de) {
-      reply = de->prepare(msg);
-    } else if (cmd == "decode" && de) {
-      reply = de->decode(msg);
-    } else if (cmd == "release" && de) {
-      Status s = de->release(msg.value("request_id", uint64_t{0}));
-      reply = s.is_ok() ? Result<Json>(Json::object()) : Result<Json>(s);
-    }
-    Json answer = reply.is_ok() ? ok_reply(std::move(reply).value()) : error_reply(reply.status());
-    answer["call_id"] = msg.value("call_id", uint64_t{0});
-    std::lock_guard lock(send_mu);
-    Status sent = send_json(channel, answer, setup.timeout);
-    if (!sent.is_ok())
-      DP_LOG_WARN("{} node {}: {}", role_name(setup.role), setup.index, sent.to_string());
-  };
   std::vector<std::thread> workers;
   for (int i = 0; i < kControlWorkers; ++i) {
     workers.emplace_back([&] {
@@ -100,32 +194,56 @@ Status serve(const NodeArgs& args, transport::OobChannel& channel) {
           msg = std::move(queue.front());
           queue.pop_front();
         }
-        handle(msg);
+        send(service.handle(msg, send));
       }
     });
   }
-  auto stop_workers = [&] {
+  std::thread reporter([&] {
+    for (;;) {
+      {
+        std::unique_lock lock(mu);
+        if (cv.wait_for(lock, setup.report_interval, [&] { return stopping; })) return;
+      }
+      service.tick();
+      Json report = service.report().to_json();
+      report["type"] = "report";
+      send(report);
+    }
+  });
+  auto stop = [&] {
     {
       std::lock_guard lock(mu);
       stopping = true;
     }
     cv.notify_all();
+    reporter.join();
     for (auto& w : workers) w.join();
   };
 
+  SessionEnd end = SessionEnd::kLost;
   for (;;) {
+    if (g_stop.load(std::memory_order_relaxed)) {
+      end = SessionEnd::kSignal;
+      break;
+    }
+    if (lost.load(std::memory_order_relaxed)) break;
     pollfd pfd{channel.fd(), POLLIN, 0};
     const int ready = ::poll(&pfd, 1, kIdlePollMs);
     if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
-    auto msg = receive_json(channel, setup.timeout);
+    auto msg = receive_json(channel, kFrameTimeout);
     if (!msg.is_ok()) {
-      stop_workers();
-      if (msg.status().is_unavailable()) return Status::ok();  // the driver went away
-      return msg.status();
+      if (msg.status().is_corruption()) {
+        DP_LOG_WARN("{} node {}: dropped a malformed message: {}", role_name(setup.role),
+                    setup.index, msg.status().to_string());
+        continue;
+      }
+      break;  // the scheduler went away
     }
-    if (msg->value("cmd", std::string()) == "quit") {
-      stop_workers();
-      return Status::ok();
+    WireReader r(*msg, "message");
+    const std::string type = r.str_or("type", "call");
+    if (type == "quit") {
+      end = SessionEnd::kQuit;
+      break;
     }
     {
       std::lock_guard lock(mu);
@@ -133,23 +251,162 @@ Status serve(const NodeArgs& args, transport::OobChannel& channel) {
     }
     cv.notify_one();
   }
+  stop();
+  return end;
+}
+
+// Connects, retrying until `timeout`.
+Result<std::unique_ptr<transport::OobChannel>> connect_with_retry(const HostPort& hp,
+                                                                  Duration timeout) {
+  const auto deadline = Clock::now() + timeout;
+  Status last;
+  for (;;) {
+    if (g_stop.load(std::memory_order_relaxed)) return Status::aborted("stopped by a signal");
+    auto ch = transport::OobChannel::connect(hp.host, hp.port, std::chrono::seconds(2));
+    if (ch.is_ok()) return ch;
+    last = ch.status();
+    if (Clock::now() + kRetryPause >= deadline) break;
+    std::this_thread::sleep_for(kRetryPause);
+  }
+  return Status::unavailable(fmt::format(
+      "no scheduler answered at {}:{} within {:.0f} s ({}); start `dualpath serve` there, or "
+      "check --scheduler",
+      hp.host, hp.port, to_seconds(timeout), last.message()));
+}
+
+// Registration: register -> setup (or refused). kFailedPrecondition carries a refusal.
+Result<NodeSetup> register_node(transport::OobChannel& channel, const RegisterRequest& req) {
+  DP_RETURN_IF_ERROR(send_json(channel, req.to_json(), kSetupTimeout), "register");
+  DP_ASSIGN_OR_RETURN(Json answer, receive_json(channel, kSetupTimeout));
+  WireReader r(answer, "registration answer");
+  const std::string type = r.str("type");
+  DP_RETURN_IF_ERROR(r.status());
+  if (type == "refused") {
+    return Status::failed_precondition(r.str_or("error", "the scheduler refused this node"));
+  }
+  if (type != "setup") {
+    return Status::internal(fmt::format("the scheduler answered '{}' to a registration", type));
+  }
+  const Json& setup = r.object("setup");
+  DP_RETURN_IF_ERROR(r.status());
+  return NodeSetup::from_json(setup);
 }
 
 }  // namespace
 
+Result<HostPort> parse_host_port(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  auto bad = [&] {
+    return Status::invalid_argument(fmt::format(
+        "--scheduler '{}' is not HOST:PORT; give the address `dualpath serve` prints, e.g. "
+        "127.0.0.1:8100",
+        text));
+  };
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return bad();
+  int port = 0;
+  const auto [end, ec] = std::from_chars(text.data() + colon + 1, text.data() + text.size(), port);
+  if (ec != std::errc() || end != text.data() + text.size() || port < 1 || port > 65535)
+    return bad();
+  return HostPort{text.substr(0, colon), static_cast<uint16_t>(port)};
+}
+
 int run_node(const NodeArgs& args) {
-  auto channel = transport::OobChannel::connect("127.0.0.1", args.driver_port, kSetupTimeout);
-  if (!channel.is_ok()) {
-    DP_LOG_ERROR("{} node {}: cannot reach the driver on port {}: {}", args.role, args.index,
-                 args.driver_port, channel.status().to_string());
-    return 1;
+  install_signal_handlers();
+  auto role = parse_role(args.role);
+  auto hp = parse_host_port(args.scheduler);
+  if (!role.is_ok() || !hp.is_ok()) {
+    DP_LOG_ERROR("{}", (!role.is_ok() ? role.status() : hp.status()).message());
+    return 2;
   }
-  Status s = serve(args, **channel);
-  if (!s.is_ok()) {
-    DP_LOG_ERROR("{} node {}: {}", args.role, args.index, s.to_string());
-    return 1;
+  RegisterRequest reg;
+  reg.role = *role;
+  reg.index = args.index;
+  reg.host = host_name();
+  reg.pid = ::getpid();
+
+  std::unique_ptr<NodeRuntime> rt;
+  std::unique_ptr<NodeService> service;
+  Json current_setup;
+  Duration connect_timeout = args.connect_timeout;
+  for (;;) {
+    auto channel = connect_with_retry(*hp, connect_timeout);
+    if (!channel.is_ok()) {
+      if (channel.status().is_aborted()) return 0;
+      DP_LOG_ERROR("{} node: {}", args.role, channel.status().message());
+      return 1;
+    }
+    auto setup = register_node(**channel, reg);
+    if (!setup.is_ok()) {
+      if (setup.status().is_failed_precondition()) {
+        DP_LOG_ERROR("{} node: the scheduler refused this node: {}", args.role,
+                     setup.status().message());
+        return 2;
+      }
+      DP_LOG_WARN("{} node: registration failed: {}; retrying", args.role,
+                  setup.status().to_string());
+      connect_timeout = args.reconnect_timeout;
+      continue;
+    }
+    if (!args.listen.empty()) setup->net_devices = args.listen;
+    const std::string name = NodeId{setup->role, setup->index}.name();
+    if (rt == nullptr) {
+      auto created = NodeRuntime::create(*setup);
+      if (!created.is_ok()) {
+        (void)send_json(**channel,
+                        Json{{"type", "hello"},
+                             {"ok", false},
+                             {"code", static_cast<int>(created.status().code())},
+                             {"error", created.status().message()}},
+                        kSetupTimeout);
+        DP_LOG_ERROR("{}: {}", name, created.status().to_string());
+        return 1;
+      }
+      rt = std::move(created).value();
+      std::unique_ptr<PrefillEngine> pe;
+      std::unique_ptr<DecodeEngine> de;
+      if (setup->role == NodeRole::kPrefill) {
+        auto e = PrefillEngine::create(*rt);
+        if (!e.is_ok()) {
+          DP_LOG_ERROR("{}: {}", name, e.status().to_string());
+          return 1;
+        }
+        pe = std::move(e).value();
+      } else {
+        auto e = DecodeEngine::create(*rt);
+        if (!e.is_ok()) {
+          DP_LOG_ERROR("{}: {}", name, e.status().to_string());
+          return 1;
+        }
+        de = std::move(e).value();
+      }
+      service = std::make_unique<NodeService>(*rt, std::move(pe), std::move(de));
+      current_setup = setup->to_json();
+      reg.index = setup->index;  // re-registrations claim the same index
+      reg.resume = true;
+    } else if (setup->to_json() != current_setup) {
+      DP_LOG_ERROR(
+          "{}: the restarted scheduler gives this node another setup (a changed config); "
+          "restart the node to take it",
+          name);
+      return 1;
+    }
+    Json hello = rt->hello();
+    hello["type"] = "hello";
+    hello["ok"] = true;
+    if (Status s = send_json(**channel, hello, kSetupTimeout); !s.is_ok()) {
+      DP_LOG_WARN("{}: {}; reconnecting", name, s.to_string());
+      connect_timeout = args.reconnect_timeout;
+      continue;
+    }
+    DP_LOG_INFO("{}: registered with the scheduler at {}:{}", name, hp->host, hp->port);
+    const SessionEnd end = serve_session(**channel, *service, *setup);
+    if (end == SessionEnd::kQuit || end == SessionEnd::kSignal) return 0;
+    // The scheduler went away: nobody waits for the answers of what runs now.
+    rt->cancels().cancel_all();
+    DP_LOG_WARN("{}: lost the scheduler at {}:{}; reconnecting for up to {:.0f} s", name, hp->host,
+                hp->port, to_seconds(args.reconnect_timeout));
+    connect_timeout = args.reconnect_timeout;
   }
-  return 0;
 }
 
 }  // namespace dualpath::engine

@@ -1,34 +1,53 @@
 #pragma once
-// The node process (`dualpath node --role prefill|decode --driver-port P --index I`): connects to
-// the local driver's control socket, receives its NodeSetup, builds the NodeRuntime and its
-// engine, sends its hello (UCX address, DRAM and HBM region descriptors), connects to the peers
-// the driver lists, then serves control requests until "quit" or until the driver goes away.
+// The node process, `dualpath node --scheduler HOST:PORT --role prefill|decode [--index N]`:
+// one prefill or decode node of the live system, on any host.
 //
-// Control requests (control_channel.h), read by the main thread and served by a pool of control
-// workers, several at once; each reply echoes its request's call_id:
-//   {"cmd": "prefill", ...}   PE: PrefillEngine::prefill
-//   {"cmd": "prepare", ...}   DE: DecodeEngine::prepare
-//   {"cmd": "decode", ...}    DE: DecodeEngine::decode
-//   {"cmd": "release", "request_id"}   DE: drop a failed request's buffer
-//   {"cmd": "status"}         read_queue_tokens and read_queue_bytes of the node's storage NIC
-//   {"cmd": "quit"}
+//   1. Connects to the scheduler service (retrying until --connect-timeout: a clear error
+//      naming the address when nothing answers), registers its role (and index, or lets the
+//      scheduler pick the lowest free one), receives its NodeSetup, builds its NodeRuntime and
+//      engine, and sends its hello (UCX address, DRAM and HBM regions).
+//   2. Serves the scheduler's calls (node_protocol.h) on a pool of control workers, several at
+//      once: prepare, prefill, decode (streaming TokenEvents), release, cancel, peers, status.
+//      Every message is parsed without exceptions; a malformed one gets an error reply and the
+//      node goes on. A LoadReport goes out every report interval: it is the node's lease.
+//   3. When the scheduler goes away it cancels what it was doing (nobody waits for those
+//      answers) and reconnects, keeping its runtime (UCX worker, buffers, store): a restarted
+//      scheduler gets it back without a restart, as long as its setup is the same. After
+//      --reconnect-timeout without one it exits.
+//   It exits 0 on the scheduler's "quit" or SIGTERM/SIGINT, 2 when the scheduler refuses it
+//   (a duplicate index, more nodes than the config has), 1 on other errors.
 //
-// Threads: the main thread (reads the control socket); kControlWorkers control workers (serve
-// requests; one writer at a time on the socket); the UCX worker's progress thread; the store's
-// I/O thread; on a DE, the push thread (decode_engine.h).
+// Threads: the main thread (reads the socket, reconnects); kControlWorkers control workers; the
+// report thread; the UCX worker's progress thread; the store's I/O thread; on a DE, the push
+// thread (decode_engine.h).
 
 #include <cstdint>
 #include <string>
 
+#include "dualpath/result.h"
+#include "dualpath/units.h"
+
 namespace dualpath::engine {
 
 struct NodeArgs {
-  std::string role;  // checked against the driver's setup
-  int index = 0;
-  uint16_t driver_port = 0;
+  std::string role;
+  int index = -1;         // -1: the scheduler assigns one
+  std::string scheduler;  // HOST:PORT of `dualpath serve`
+  // The address (or interface name) this node's UCX endpoints bind, for tcp transports; empty:
+  // the setup's (loopback by default).
+  std::string listen;
+  Duration connect_timeout = std::chrono::seconds(30);
+  Duration reconnect_timeout = std::chrono::minutes(10);
 };
 
-// Returns the process exit code (0 after "quit" or a closed control socket).
+// Returns the process exit code.
 int run_node(const NodeArgs& args);
+
+// "host:port" -> (host, port); errors name the text and the expected form.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+Result<HostPort> parse_host_port(const std::string& text);
 
 }  // namespace dualpath::engine

@@ -1,7 +1,8 @@
-// dp_engine_node: a node process for the engine tests, the same code as `dualpath node`
-// (node_main.h). Arguments: --role prefill|decode --index I --driver-port P.
-#include <cstdlib>
-#include <cstring>
+// dp_engine_node: the node program of the tests; the same code as `dualpath node`
+// (node_main.h), with the flags --scheduler HOST:PORT --role R [--index N].
+
+#include <charconv>
+#include <cstdio>
 #include <string>
 
 #include "engine/node_main.h"
@@ -9,10 +10,23 @@
 int main(int argc, char** argv) {
   dualpath::engine::NodeArgs args;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--role") == 0) args.role = argv[i + 1];
-    if (std::strcmp(argv[i], "--index") == 0) args.index = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--driver-port") == 0) {
-      args.driver_port = static_cast<uint16_t>(std::atoi(argv[i + 1]));
+    const std::string key = argv[i];
+    const std::string value = argv[i + 1];
+    if (key == "--role") {
+      args.role = value;
+    } else if (key == "--scheduler") {
+      args.scheduler = value;
+    } else if (key == "--listen") {
+      args.listen = value;
+    } else if (key == "--index") {
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), args.index);
+      if (ec != std::errc() || end != value.data() + value.size()) {
+        std::fprintf(stderr, "dp_engine_node: --index '%s' is not a number\n", value.c_str());
+        return 2;
+      }
+    } else {
+      std::fprintf(stderr, "dp_engine_node: unknown flag %s\n", key.c_str());
+      return 2;
     }
   }
   return dualpath::engine::run_node(args);

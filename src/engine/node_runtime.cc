@@ -3,19 +3,9 @@
 #include <fmt/format.h>
 
 #include "engine/engine_config.h"
+#include "engine/wire.h"
 
 namespace dualpath::engine {
-
-std::string_view role_name(NodeRole role) {
-  return role == NodeRole::kPrefill ? "prefill" : "decode";
-}
-
-Result<NodeRole> parse_role(std::string_view name) {
-  if (name == "prefill") return NodeRole::kPrefill;
-  if (name == "decode") return NodeRole::kDecode;
-  return Status::invalid_argument(
-      fmt::format("--role '{}' is not a node role; use prefill or decode", name));
-}
 
 store::ModelFingerprint kv_fingerprint(const BackendSpec& b) {
   if (b.compute == "cpu") {
@@ -40,6 +30,9 @@ Json NodeSetup::to_json() const {
       {"pipeline_depth", pipeline_depth},
       {"engines", engines},
       {"timeout_ms", std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()},
+      {"report_interval_ms",
+       std::chrono::duration_cast<std::chrono::milliseconds>(report_interval).count()},
+      {"buffer_ttl_ms", std::chrono::duration_cast<std::chrono::milliseconds>(buffer_ttl).count()},
       {"transports", transports},
       {"net_devices", net_devices},
       {"poll_us", poll_us},
@@ -48,24 +41,32 @@ Json NodeSetup::to_json() const {
 }
 
 Result<NodeSetup> NodeSetup::from_json(const Json& j) {
+  WireReader r(j, "node setup");
   NodeSetup s;
-  DP_ASSIGN_OR_RETURN(s.role, parse_role(j.value("role", std::string())));
-  s.index = j.value("index", 0);
-  DP_ASSIGN_OR_RETURN(s.backend, BackendSpec::from_json(j.value("backend", Json::object())));
-  s.compute_slots = j.value("compute_slots", s.compute_slots);
-  s.engines = j.value("engines", s.engines);
-  s.block_tokens = j.value("block_tokens", s.block_tokens);
-  s.data_paths = j.value("data_paths", std::vector<std::string>{});
-  s.store_capacity_bytes = j.value("store_capacity_bytes", int64_t{0});
-  s.dram_buffer_bytes = j.value("dram_buffer_bytes", uint64_t{0});
-  s.hbm_bytes = j.value("hbm_bytes", uint64_t{0});
-  s.pipeline_depth = j.value("pipeline_depth", s.pipeline_depth);
-  s.timeout = std::chrono::milliseconds(j.value("timeout_ms", int64_t{30000}));
-  s.transports = j.value("transports", s.transports);
-  s.net_devices = j.value("net_devices", std::string());
-  s.poll_us = j.value("poll_us", int64_t{0});
-  s.poll_in_flight_us = j.value("poll_in_flight_us", int64_t{-1});
-  s.snic_gbps = j.value("snic_gbps", 0.0);
+  auto role = parse_role(r.str("role"));
+  if (r.status().is_ok() && !role.is_ok()) r.fail("role", role.status().message());
+  s.index = static_cast<int>(r.i64("index", 0, 1 << 20));
+  const Json& backend = r.object("backend");
+  s.compute_slots = static_cast<int>(r.i64_or("compute_slots", s.compute_slots, 0, 1 << 16));
+  s.engines = static_cast<int>(r.i64_or("engines", s.engines, 1, 1 << 10));
+  s.block_tokens = r.i64_or("block_tokens", s.block_tokens, 1, 1 << 20);
+  s.data_paths = r.has("data_paths") ? r.str_list("data_paths") : std::vector<std::string>{};
+  s.store_capacity_bytes = r.i64_or("store_capacity_bytes", 0, 0);
+  s.dram_buffer_bytes = r.u64("dram_buffer_bytes");
+  s.hbm_bytes = r.u64("hbm_bytes");
+  s.pipeline_depth = static_cast<int>(r.i64_or("pipeline_depth", s.pipeline_depth, 2, 64));
+  s.timeout = std::chrono::milliseconds(r.i64_or("timeout_ms", 30000, 1, int64_t{1} << 40));
+  s.report_interval =
+      std::chrono::milliseconds(r.i64_or("report_interval_ms", 100, 1, int64_t{1} << 30));
+  s.buffer_ttl = std::chrono::milliseconds(r.i64_or("buffer_ttl_ms", 0, 0, int64_t{1} << 40));
+  s.transports = r.str_or("transports", s.transports);
+  s.net_devices = r.str_or("net_devices", "");
+  s.poll_us = r.i64_or("poll_us", 0, 0);
+  s.poll_in_flight_us = r.i64_or("poll_in_flight_us", -1, -1);
+  s.snic_gbps = r.number_or("snic_gbps", 0.0, 0.0);
+  DP_RETURN_IF_ERROR(r.status());
+  s.role = *role;
+  DP_ASSIGN_OR_RETURN(s.backend, BackendSpec::from_json(backend));
   return s;
 }
 
@@ -126,10 +127,9 @@ Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup)
 
 NodeRuntime::~NodeRuntime() {
   // Imported regions go before their endpoints (members below them are destroyed later).
-  for (auto& p : peers_) {
-    p->hbm.clear();
-    p->dram.reset();
-    p->endpoint.reset();
+  {
+    std::lock_guard lock(peers_mu_);
+    peers_.clear();
   }
   for (EngineParts& e : engines_) {
     e.local_dram.reset();
@@ -158,29 +158,49 @@ Json NodeRuntime::hello() const {
 }
 
 Status NodeRuntime::connect_peers(const Json& peers) {
+  if (!peers.is_array()) return Status::invalid_argument("peers: not a list of node hellos");
   for (const Json& p : peers) {
-    DP_ASSIGN_OR_RETURN(NodeRole role, parse_role(p.value("role", std::string())));
-    if (role == setup_.role) continue;
-    auto peer = std::make_unique<PeerNode>();
-    peer->role = role;
-    peer->index = p.value("index", 0);
-    DP_ASSIGN_OR_RETURN(auto address, from_hex(p.value("address", std::string())));
-    DP_ASSIGN_OR_RETURN(auto dram, from_hex(p.value("dram", std::string())));
+    WireReader r(p, "peer hello");
+    auto role = parse_role(r.str("role"));
+    const int index = static_cast<int>(r.i64("index", 0, 1 << 20));
+    const std::string address_hex = r.str("address");
+    const std::string dram_hex = r.str("dram");
+    const std::vector<std::string> hbm_hex = r.str_list("hbm");
+    DP_RETURN_IF_ERROR(r.status());
+    if (!role.is_ok()) return role.status();
+    if (*role == setup_.role) continue;
+    {
+      std::lock_guard lock(peers_mu_);
+      bool same = false;
+      for (const auto& q : peers_) {
+        if (q->role == *role && q->index == index && q->address_hex == address_hex) same = true;
+      }
+      if (same) continue;
+    }
+    auto peer = std::make_shared<PeerNode>();
+    peer->role = *role;
+    peer->index = index;
+    peer->address_hex = address_hex;
+    DP_ASSIGN_OR_RETURN(auto address, from_hex(address_hex));
+    DP_ASSIGN_OR_RETURN(auto dram, from_hex(dram_hex));
     DP_ASSIGN_OR_RETURN(peer->endpoint, worker_->connect(address));
     DP_ASSIGN_OR_RETURN(peer->dram, worker_->import_region(*peer->endpoint, dram));
-    for (const Json& blob : p.value("hbm", Json::array())) {
-      DP_ASSIGN_OR_RETURN(auto hbm, from_hex(blob.get<std::string>()));
+    for (const std::string& blob : hbm_hex) {
+      DP_ASSIGN_OR_RETURN(auto hbm, from_hex(blob));
       DP_ASSIGN_OR_RETURN(auto region, worker_->import_region(*peer->endpoint, hbm));
       peer->hbm.push_back(std::move(region));
     }
+    std::lock_guard lock(peers_mu_);
+    std::erase_if(peers_, [&](const auto& q) { return q->role == *role && q->index == index; });
     peers_.push_back(std::move(peer));
   }
   return Status::ok();
 }
 
-Result<PeerNode*> NodeRuntime::peer(NodeRole role, int index) {
+Result<std::shared_ptr<PeerNode>> NodeRuntime::peer(NodeRole role, int index) {
+  std::lock_guard lock(peers_mu_);
   for (auto& p : peers_) {
-    if (p->role == role && p->index == index) return p.get();
+    if (p->role == role && p->index == index) return p;
   }
   return Status::not_found(fmt::format("no {} node {} is connected to {} node {}", role_name(role),
                                        index, role_name(setup_.role), setup_.index));

@@ -19,13 +19,16 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "engine/backend_factory.h"
+#include "engine/cancel_registry.h"
 #include "engine/control_channel.h"
+#include "engine/node_protocol.h"
 #include "engine/slot_pool.h"
 #include "store/file_store.h"
 #include "transport/context.h"
@@ -33,10 +36,6 @@
 #include "transport/worker.h"
 
 namespace dualpath::engine {
-
-enum class NodeRole { kPrefill, kDecode };
-std::string_view role_name(NodeRole role);
-Result<NodeRole> parse_role(std::string_view name);
 
 // What the driver tells a node at start (the "setup" message): the parts of EngineConfig a
 // node needs.
@@ -55,6 +54,10 @@ struct NodeSetup {
   // computes on the CPU).
   int compute_slots = 0;
   Duration timeout = std::chrono::seconds(30);
+  // How often the node sends its load report (its lease renewal) to the scheduler.
+  Duration report_interval = std::chrono::milliseconds(100);
+  // A prepared DE buffer whose decode never comes is freed after this (0: 2 x timeout).
+  Duration buffer_ttl{0};
   std::string transports = "sm,self";
   std::string net_devices;
   int64_t poll_us = 0;             // [transport] poll_us
@@ -70,9 +73,11 @@ struct NodeSetup {
 store::ModelFingerprint kv_fingerprint(const BackendSpec& backend);
 
 // A peer node of the other role: our endpoint to it and its regions, imported for that endpoint.
+// Members are destroyed bottom up: the imported regions before the endpoint they came through.
 struct PeerNode {
   NodeRole role = NodeRole::kDecode;
   int index = 0;
+  std::string address_hex;  // its UCX worker address: a restarted peer has a new one
   std::unique_ptr<transport::Endpoint> endpoint;
   std::unique_ptr<transport::RemoteRegion> dram;               // its DRAM buffer pool
   std::vector<std::unique_ptr<transport::RemoteRegion>> hbm;  // its engines' HBM arenas
@@ -88,7 +93,9 @@ class NodeRuntime {
   // {"address", "dram", "hbm"}: hex blobs the driver hands to the peers.
   Json hello() const;
   // Connects to every node of the other role in `peers` (a list of hello()s with "role" and
-  // "index") and imports their regions.
+  // "index") and imports their regions. Incremental: a peer already connected at the same
+  // address is kept; one at a new address (it restarted) is replaced, its old connection living
+  // on only while requests still hold it. Thread-safe.
   Status connect_peers(const Json& peers);
 
   const NodeSetup& setup() const { return setup_; }
@@ -102,6 +109,7 @@ class NodeRuntime {
   SlotPool& hbm(int engine) { return *engines_.at(engine).hbm; }
   store::FileStore& store() { return *store_; }
   store::StorageNic& storage_nic() { return *nic_; }
+  CancelRegistry& cancels() { return cancels_; }
   // Makes the backend of one request (thread-safe).
   const BackendFactory& backends() const { return *backends_; }
   // An engine's HBM arena and the node's DRAM pool as seen through the engine's loopback
@@ -112,14 +120,16 @@ class NodeRuntime {
   const transport::RemoteRegion& local_dram(int engine) const {
     return *engines_.at(engine).local_dram;
   }
-  // kNotFound naming the index when there is no such peer.
-  Result<PeerNode*> peer(NodeRole role, int index);
+  // kNotFound naming the index when there is no such peer. The caller holds the peer for as
+  // long as it uses it (a reconnection replaces the table's entry, not this one).
+  Result<std::shared_ptr<PeerNode>> peer(NodeRole role, int index);
 
  private:
   explicit NodeRuntime(NodeSetup setup) : setup_(std::move(setup)) {}
 
   NodeSetup setup_;
   store::BlockLayout layout_;
+  CancelRegistry cancels_;
   SteadyClock clock_;
   std::unique_ptr<BackendFactory> backends_;
   std::unique_ptr<store::StorageNic> nic_;
@@ -134,7 +144,9 @@ class NodeRuntime {
   };
   std::unique_ptr<SlotPool> dram_;
   std::vector<EngineParts> engines_;
-  std::vector<std::unique_ptr<PeerNode>> peers_;
+  mutable std::mutex peers_mu_;
+  // Co-owned by requests in flight on them (shared_ptr), so a replaced peer outlives its users.
+  std::vector<std::shared_ptr<PeerNode>> peers_;  // guarded by peers_mu_
 };
 
 }  // namespace dualpath::engine

@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "engine/layer_messages.h"
-#include "engine/request_fields.h"
+#include "engine/node_protocol.h"
 
 namespace dualpath::engine {
 
@@ -29,6 +29,31 @@ Result<std::unique_ptr<PrefillEngine>> PrefillEngine::create(NodeRuntime& runtim
         }
       }));
   return e;
+}
+
+PrefillEngine::~PrefillEngine() {
+  (void)rt_.worker().set_am_handler(kLayerPushedAm, [](const transport::AmMessage&) {});
+  std::lock_guard lock(mu_);
+  quarantine_.clear();  // the DE side is gone with the node: nothing can still write
+}
+
+void PrefillEngine::release_quarantined() {
+  std::lock_guard lock(mu_);
+  const auto now = Clock::now();
+  std::erase_if(quarantine_, [&](const Quarantined& q) {
+    bool answered = true;
+    for (uint32_t l = q.layers_answered; l < q.layers_issued && answered; ++l) {
+      answered = pushed_.count({q.request_id, l}) > 0;
+    }
+    if (!answered && now < q.release_at) return false;
+    std::erase_if(pushed_, [&](const auto& kv) { return kv.first.first == q.request_id; });
+    return true;
+  });
+}
+
+size_t PrefillEngine::quarantined() const {
+  std::lock_guard lock(mu_);
+  return quarantine_.size();
 }
 
 void PrefillEngine::on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t code) {
@@ -82,14 +107,28 @@ Status PrefillEngine::wait_layer_pushed(uint64_t request_id,
   return Status::ok();
 }
 
-Result<Json> PrefillEngine::prefill(const Json& request) {
+Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
   const auto start = Clock::now();
   const auto deadline = start + rt_.setup().timeout;
   auto remaining = [&] {
     return std::max(Duration(std::chrono::milliseconds(1)),
                     std::chrono::duration_cast<Duration>(deadline - Clock::now()));
   };
-  DP_ASSIGN_OR_RETURN(PrefillRequest req, PrefillRequest::from_json(request));
+  release_quarantined();
+  const int32_t vocab = rt_.backends().vocab();
+  for (int32_t t : req.tokens) {
+    if (t < 0 || (vocab > 0 && t >= vocab)) {
+      return Status::invalid_argument(fmt::format(
+          "request {}: token {} is outside the model's vocabulary of {}", req.request_id, t,
+          vocab));
+    }
+  }
+  rt_.cancels().begin(req.request_id);
+  struct EndGuard {
+    CancelRegistry& c;
+    uint64_t id;
+    ~EndGuard() { c.end(id); }
+  } end_guard{rt_.cancels(), req.request_id};
   const store::BlockLayout& layout = rt_.layout();
   const auto n = static_cast<int64_t>(req.tokens.size());
   const int64_t bt = layout.block_tokens;
@@ -106,7 +145,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   }
   const int64_t hit_blocks = req.hit_tokens / bt;
   const int64_t blocks = (n + bt - 1) / bt;
-  DP_ASSIGN_OR_RETURN(PeerNode * de, rt_.peer(NodeRole::kDecode, req.de_index));
+  DP_ASSIGN_OR_RETURN(std::shared_ptr<PeerNode> de, rt_.peer(NodeRole::kDecode, req.de_index));
   DP_RETURN_IF_ERROR(rt_.check_engine(req.pe_engine), "request {}", req.request_id);
   const int engine = req.pe_engine;
   transport::TrafficManager& tm = rt_.traffic(engine);
@@ -143,6 +182,8 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   const bool oracle = req.path == sched::ReadPath::kOracle;
   DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend,
                       rt_.backends().make(/*digest_kv=*/!oracle));
+  // DE path: layers [0, pushes_issued) asked for, [0, pushes_answered) answered (in order).
+  uint32_t pushes_issued = 0, pushes_answered = 0;
   const compute::PrefillSequence sequence{std::span(req.tokens).subspan(req.hit_tokens),
                                           req.hit_tokens};
   DP_RETURN_IF_ERROR(backend->begin_prefill(std::span(&sequence, 1)), "request {}: begin prefill",
@@ -168,6 +209,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
                        static_cast<uint32_t>(rt_.setup().index), static_cast<uint32_t>(engine)};
       DP_ASSIGN_OR_RETURN(loads[l], tm.send_am(transport::TrafficClass::kModel, *de->endpoint,
                                                kPushLayerAm, message_bytes(msg), {}, op_options));
+      pushes_issued = static_cast<uint32_t>(l) + 1;
     }
     return Status::ok();
   };
@@ -175,7 +217,9 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
     if (hit_blocks == 0 || oracle) return Status::ok();
     DP_RETURN_IF_ERROR(loads[l].wait(), "request {}: load layer {}", req.request_id, l);
     if (req.path == sched::ReadPath::kDe) {
-      DP_RETURN_IF_ERROR(wait_layer_pushed(req.request_id, static_cast<uint32_t>(l), deadline));
+      Status pushed = wait_layer_pushed(req.request_id, static_cast<uint32_t>(l), deadline);
+      if (!pushed.is_timed_out()) pushes_answered = static_cast<uint32_t>(l) + 1;
+      DP_RETURN_IF_ERROR(pushed);
     }
     return Status::ok();
   };
@@ -197,7 +241,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
     return Status::ok();
   };
 
-  Json timeline = Json::array();
+  std::vector<std::pair<double, double>> timeline;
   // One GPU computes this prefill: wait for a free one (the node's compute slots).
   const auto queued = Clock::now();
   DP_ASSIGN_OR_RETURN(ComputeSlot gpu, acquire_compute_slot(engine, deadline));
@@ -211,6 +255,10 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
       DP_RETURN_IF_ERROR(issue_load(l));
     }
     for (int64_t l = 0; l < layers; ++l) {
+      if (rt_.cancels().cancelled(req.request_id)) {
+        return Status::aborted(fmt::format("request {} was cancelled at layer {}", req.request_id,
+                                           l));
+      }
       const auto t0 = Clock::now();
       DP_RETURN_IF_ERROR(wait_load(l));
       // Keep the next layers' KV in flight while this one computes; a slot is free once the
@@ -233,7 +281,7 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
       DP_RETURN_IF_ERROR(
           backend->prefill_layer(static_cast<int>(l), std::span(&cached_view, 1), out),
           "request {}: layer {}", req.request_id, l);
-      timeline.push_back({std::chrono::duration<double>(t1 - t0).count(), seconds_since(t1)});
+      timeline.emplace_back(std::chrono::duration<double>(t1 - t0).count(), seconds_since(t1));
       DP_RETURN_IF_ERROR(issue_send(l));
     }
     for (int64_t l = 0; l < layers; ++l) {
@@ -244,19 +292,33 @@ Result<Json> PrefillEngine::prefill(const Json& request) {
   };
   Status status = run();
   gpu.release();
+  // The loads and sends of the layers issued must be over before the slots go (their
+  // destructors wait; an error above can leave some running).
+  loads.clear();
+  sends.clear();
   {
     std::lock_guard lock(mu_);
-    std::erase_if(pushed_, [&](const auto& kv) { return kv.first.first == req.request_id; });
+    bool answered = true;
+    for (uint32_t l = pushes_answered; l < pushes_issued && answered; ++l) {
+      answered = pushed_.count({req.request_id, l}) > 0;
+    }
+    if (!status.is_ok() && !answered) {
+      // A push may still land in these slots: hold them back (see the header).
+      quarantine_.push_back({std::move(hbm), req.request_id, pushes_answered, pushes_issued,
+                             Clock::now() + 2 * rt_.setup().timeout});
+    } else {
+      std::erase_if(pushed_, [&](const auto& kv) { return kv.first.first == req.request_id; });
+    }
   }
   DP_RETURN_IF_ERROR(status);
   DP_ASSIGN_OR_RETURN(std::vector<compute::NextToken> next, backend->finish_prefill());
-  Json reply;
-  reply["first_token"] = next.at(0).token;
-  reply["logits"] = next.at(0).logits;  // empty for the modeled backend
-  reply["bytes"] = bytes.to_json();
-  reply["prefill_s"] = seconds_since(start);
-  reply["gpu_wait_s"] = gpu_wait_s;
-  reply["layer_timeline"] = std::move(timeline);
+  PrefillReply reply;
+  reply.first_token = next.at(0).token;
+  reply.logits = std::move(next.at(0).logits);  // empty for the modeled backend
+  reply.bytes = bytes;
+  reply.prefill_s = seconds_since(start);
+  reply.gpu_wait_s = gpu_wait_s;
+  reply.layer_timeline = std::move(timeline);
   return reply;
 }
 

@@ -20,17 +20,30 @@
 // and the DE buffer holds Full Blocks, block b of layer l is one contiguous put each way: Layer
 // Blocks are views, never converted.
 //
+// Lifetimes. A request id is unique per attempt (a retried turn gets a new one), so it is the
+// epoch of everything the request owns: a "layer pushed" answer of an earlier attempt can never
+// complete a later one. A DE push is an RDMA put into this engine's HBM slot, which the PE cannot
+// refuse once it is in flight; so a prefill that fails with pushes still unanswered does not
+// return its HBM lease to the pool, it quarantines it until every push is answered or twice the
+// request timeout has passed (the DE drops pushes for requests older than the timeout). The slot
+// is never reused under a late push.
+//
+// Cancellation (NodeRuntime::cancels()): checked before every layer; a cancelled prefill stops
+// with kAborted and releases its buffers (after the quarantine rule above).
+//
 // Threads: thread-safe; prefill() runs on the node's control workers, several requests at once
-// (each with its own leases and pass); the
-// kLayerPushedAm handler runs on the worker's progress thread and only records arrivals.
+// (each with its own leases and pass); the kLayerPushedAm handler runs on the worker's progress
+// thread and only records arrivals. Destruction removes the handler.
 
 #include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "engine/control_channel.h"
+#include "engine/node_protocol.h"
 #include "engine/node_runtime.h"
 
 namespace dualpath::engine {
@@ -39,13 +52,18 @@ class PrefillEngine {
  public:
   // Installs the kLayerPushedAm handler on the runtime's worker.
   static Result<std::unique_ptr<PrefillEngine>> create(NodeRuntime& runtime);
+  // Replaces the handler by one that drops messages; the worker outlives the engine.
+  ~PrefillEngine();
   PrefillEngine(const PrefillEngine&) = delete;
   PrefillEngine& operator=(const PrefillEngine&) = delete;
 
-  // Request: {request_id, tokens, hit_tokens, path: "pe"|"de"|"recompute", de_index,
-  // de_dram_offset}. Reply fields: first_token, logits, bytes {storage_read, pe_h2d,
-  // pd_transfer}, prefill_s, layer_timeline [[load_wait_s, compute_s], ...].
-  Result<Json> prefill(const Json& request);
+  // Errors: kInvalidArgument (a malformed request: hits not whole blocks, a token outside the
+  // vocabulary, no such engine or DE node), kAborted (cancelled), kNotFound (a hit block
+  // vanished: recompute), kTimedOut / kUnavailable (a peer, the store or a transfer).
+  Result<PrefillReply> prefill(const PrefillRequest& request);
+  // HBM leases held back from failed prefills (see above) that are now safe: returned.
+  void release_quarantined();
+  size_t quarantined() const;
 
  private:
   // One of the node's GPUs (setup().compute_slots of them), held for a prefill's layers.
@@ -84,10 +102,18 @@ class PrefillEngine {
                            std::chrono::steady_clock::time_point deadline);
 
   NodeRuntime& rt_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::pair<uint64_t, uint32_t>, int32_t> pushed_;  // guarded by mu_: -> StatusCode
   std::map<int, int> busy_slots_;                             // guarded by mu_: per engine
+  struct Quarantined {
+    SlotLease hbm;
+    uint64_t request_id = 0;
+    uint32_t layers_answered = 0;  // pushes answered: layers [0, layers_answered)
+    uint32_t layers_issued = 0;    // pushes asked for: layers [0, layers_issued)
+    std::chrono::steady_clock::time_point release_at;
+  };
+  std::vector<Quarantined> quarantine_;  // guarded by mu_
 };
 
 }  // namespace dualpath::engine

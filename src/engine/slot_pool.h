@@ -70,6 +70,8 @@ class SlotPool {
   std::span<std::byte> span() const { return region_->span(); }
   uint64_t slot_bytes() const { return slot_bytes_; }
   uint64_t free_bytes() const;
+  uint64_t total_bytes() const { return slots_ * slot_bytes_; }
+  uint64_t used_bytes() const { return total_bytes() - free_bytes(); }
 
  private:
   friend class SlotLease;

@@ -1,6 +1,23 @@
 #include "sched/pe_scheduler.h"
 
+#include <algorithm>
+
 namespace dualpath::sched {
+
+PeParams derive_pe_params(const model::CostModel& cost, int64_t mean_cached, int64_t mean_new,
+                          double quota_s, int group_gpus, double snic_bytes_per_s,
+                          double kv_bytes_per_token, double alpha_s, double beta_s) {
+  const int64_t fresh = std::max<int64_t>(1, mean_new);
+  const double per_request_attention = cost.attention_s({mean_cached, fresh});
+  const int typical_batch =
+      std::max(1, static_cast<int>(quota_s / std::max(per_request_attention, 1e-9)));
+  const double tokens_per_s =
+      cost.prefill_tokens_per_s(mean_cached, fresh, typical_batch, group_gpus);
+  PeParams p;
+  p.beta_tokens = static_cast<int64_t>(tokens_per_s * beta_s);
+  p.alpha_tokens = static_cast<int64_t>(snic_bytes_per_s * alpha_s / kv_bytes_per_token);
+  return p;
+}
 
 std::vector<Assignment> schedule_pe(std::deque<RequestInfo>& queue,
                                     std::vector<PeEngineLoad>& engines,

@@ -267,15 +267,11 @@ void ClusterSim::build() {
     mean_ctx /= n;
     mean_new /= n;
   }
-  double per_req_attn = cost_.attention_s(
-      {static_cast<int64_t>(mean_ctx), std::max<int64_t>(1, static_cast<int64_t>(mean_new))});
-  int typical_batch = std::max(1, static_cast<int>(cfg_.quota_s / std::max(per_req_attn, 1e-9)));
-  double tps = cost_.prefill_tokens_per_s(static_cast<int64_t>(mean_ctx),
-                                          std::max<int64_t>(1, static_cast<int64_t>(mean_new)),
-                                          typical_batch, static_cast<int>(pe_groups_[0].count));
-  pe_params_.beta_tokens = static_cast<int64_t>(tps * cfg_.beta_compute_s);
-  pe_params_.alpha_tokens = static_cast<int64_t>(
-      snic_rate() * cfg_.alpha_read_s / static_cast<double>(cfg_.model.stored_bytes_per_token()));
+  pe_params_ = sched::derive_pe_params(
+      cost_, static_cast<int64_t>(mean_ctx), static_cast<int64_t>(mean_new), cfg_.quota_s,
+      static_cast<int>(pe_groups_[0].count), snic_rate(),
+      static_cast<double>(cfg_.model.stored_bytes_per_token()), cfg_.alpha_read_s,
+      cfg_.beta_compute_s);
 
   sched::ClusterShape shape;
   shape.prefill_nodes = P;

@@ -321,6 +321,12 @@ void ignore_live_sections(Config& file) {
   for (const char* section : {"store", "live", "transport", "emulation"}) {
     file.ignore_section(section);
   }
+  // The scheduler service's keys of the shared [scheduler] section (serve/serve_config.h).
+  for (const char* key : {"scheduler.host", "scheduler.port", "scheduler.report_interval_ms",
+                          "scheduler.lease_ttl_ms", "scheduler.register_timeout_s",
+                          "scheduler.max_attempts"}) {
+    file.ignore_key(key);
+  }
 }
 
 }  // namespace dualpath::sim

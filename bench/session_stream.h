@@ -10,9 +10,14 @@
 #include <vector>
 
 #include "compute/init_rng.h"
-#include "engine/local_cluster.h"
+#include "serve/cluster.h"
 
-namespace dualpath::engine {
+namespace dualpath::bench {
+
+using engine::HopBytes;
+using engine::Json;
+using serve::TurnRequest;
+using serve::TurnResult;
 
 class SessionStream {
  public:
@@ -45,4 +50,4 @@ class SessionStream {
   std::vector<int32_t> context_;
 };
 
-}  // namespace dualpath::engine
+}  // namespace dualpath::bench

@@ -1,4 +1,4 @@
-#include "engine/demo.h"
+#include "bench/demo.h"
 
 #include <fmt/format.h>
 
@@ -9,9 +9,9 @@
 
 #include "compute/init_rng.h"
 #include "engine/engine_config.h"
-#include "engine/session_stream.h"
+#include "bench/session_stream.h"
 
-namespace dualpath::engine {
+namespace dualpath::bench {
 
 namespace {
 
@@ -21,11 +21,11 @@ int64_t uniform(compute::SplitMix64& rng, int64_t lo, int64_t hi) {
 
 }  // namespace
 
-Result<DemoReport> run_demo(LocalCluster& cluster,
+Result<DemoReport> run_demo(serve::Cluster& cluster,
                             const DemoOptions& options,
                             const std::function<void(const DemoTurn&)>& progress) {
   // The vocabulary bounds the random token ids.
-  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(cluster.config()));
+  DP_ASSIGN_OR_RETURN(engine::ModelKvShape shape, engine::model_kv_shape(cluster.config().engine));
   const auto start = std::chrono::steady_clock::now();
   std::vector<SessionStream> sessions;
   sessions.reserve(static_cast<size_t>(options.sessions));
@@ -42,7 +42,6 @@ Result<DemoReport> run_demo(LocalCluster& cluster,
     request.tokens = session.prompt();
     request.gen_tokens = uniform(session.rng(), options.min_gen_tokens, options.max_gen_tokens);
     request.path = options.path;
-    cluster.place_session(s, request);
     auto result = cluster.run_turn(request);
     if (!result.is_ok()) {
       return result.status().with_context(fmt::format("session {} turn {}", s, t));
@@ -93,10 +92,17 @@ Json DemoReport::to_json() const {
                                                 {"bytes", r.bytes.to_json()},
                                                 {"ttft_s", r.ttft_s},
                                                 {"tpot_s", r.tpot_s},
-                                                {"decode_node", r.de_index},
+                                                {"decode_node", r.de.index},
                                                 {"decode_engine", r.de_engine},
+                                                {"prefill_node", r.pe.index},
                                                 {"prefill_engine", r.pe_engine},
-                                                {"layer_timeline_s", r.layer_timeline}});
+                                                {"attempts", r.attempts},
+                                                {"layer_timeline_s", [&] {
+                                                   Json tl = Json::array();
+                                                   for (const auto& [l, c] : r.layer_timeline)
+                                                     tl.push_back({l, c});
+                                                   return tl;
+                                                 }()}});
   }
   return Json{{"wall_s", wall_s}, {"sessions", sessions}};
 }
@@ -144,4 +150,4 @@ std::string DemoReport::table() const {
   return out;
 }
 
-}  // namespace dualpath::engine
+}  // namespace dualpath::bench

@@ -20,9 +20,14 @@
 #include <string>
 #include <vector>
 
-#include "engine/local_cluster.h"
+#include "serve/cluster.h"
 
-namespace dualpath::engine {
+namespace dualpath::bench {
+
+using engine::HopBytes;
+using engine::Json;
+using serve::TurnRequest;
+using serve::TurnResult;
 
 struct OverlapOptions {
   int64_t hit_tokens = 16384;
@@ -55,8 +60,8 @@ struct OverlapResult {
 };
 
 // kInvalidArgument naming the flag: a CPU-model config, hits not whole blocks, no repeats.
-Status validate_overlap_options(const OverlapOptions& options, const EngineConfig& cfg);
+Status validate_overlap_options(const OverlapOptions& options, const engine::EngineConfig& cfg);
 
-Result<OverlapResult> run_overlap_bench(LocalCluster& cluster, const OverlapOptions& options);
+Result<OverlapResult> run_overlap_bench(serve::Cluster& cluster, const OverlapOptions& options);
 
-}  // namespace dualpath::engine
+}  // namespace dualpath::bench

@@ -1,4 +1,4 @@
-#include "engine/overlap_bench.h"
+#include "bench/overlap_bench.h"
 
 #include <fmt/format.h>
 
@@ -9,9 +9,9 @@
 #include "compute/init_rng.h"
 #include "engine/engine_config.h"
 
-namespace dualpath::engine {
+namespace dualpath::bench {
 
-Status validate_overlap_options(const OverlapOptions& options, const EngineConfig& cfg) {
+Status validate_overlap_options(const OverlapOptions& options, const engine::EngineConfig& cfg) {
   if (cfg.compute != "modeled") {
     return Status::invalid_argument(
         "the overlap benchmark compares against compute-only prefills (the oracle path), which "
@@ -28,10 +28,10 @@ Status validate_overlap_options(const OverlapOptions& options, const EngineConfi
   return Status::ok();
 }
 
-Result<OverlapResult> run_overlap_bench(LocalCluster& cluster, const OverlapOptions& options) {
-  const EngineConfig& cfg = cluster.config();
+Result<OverlapResult> run_overlap_bench(serve::Cluster& cluster, const OverlapOptions& options) {
+  const engine::EngineConfig& cfg = cluster.config().engine;
   DP_RETURN_IF_ERROR(validate_overlap_options(options, cfg));
-  DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(cfg));
+  DP_ASSIGN_OR_RETURN(engine::ModelKvShape shape, engine::model_kv_shape(cfg));
   compute::SplitMix64 rng(compute::mix64(options.seed));
   auto random_tokens = [&](int64_t n) {
     std::vector<int32_t> t(static_cast<size_t>(n));
@@ -72,12 +72,9 @@ Result<OverlapResult> run_overlap_bench(LocalCluster& cluster, const OverlapOpti
         return Status::internal(fmt::format("overlap benchmark: {} path hit {} tokens, not {}",
                                             name, t.hit_tokens, options.hit_tokens));
       }
-      std::vector<std::pair<double, double>> tl;
+      std::vector<std::pair<double, double>> tl = t.layer_timeline;
       double loop = 0;
-      for (const auto& layer : t.layer_timeline) {
-        tl.emplace_back(layer.at(0).get<double>(), layer.at(1).get<double>());
-        loop += tl.back().first + tl.back().second;
-      }
+      for (const auto& [load, compute] : tl) loop += load + compute;
       pr.loop_s.push_back(loop);
       timelines.push_back(std::move(tl));
     }
@@ -151,4 +148,4 @@ std::string OverlapResult::table() const {
   return out;
 }
 
-}  // namespace dualpath::engine
+}  // namespace dualpath::bench

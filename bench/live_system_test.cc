@@ -1,5 +1,6 @@
-// Engine tests with real parts: node processes (dp_engine_node) spawned by a LocalCluster, UCX
-// over shared memory, block files in a per-test temporary directory, the tiny CPU transformer.
+// The live system with real parts: the scheduler service and node processes (dp_engine_node),
+// UCX over shared memory, block files in a per-test temporary directory, the tiny CPU
+// transformer, driven by the demo's sessions (bench/demo.h).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -8,15 +9,19 @@
 #include <fstream>
 #include <set>
 
-#include "engine/demo.h"
+#include "bench/demo.h"
 #include "engine/engine_config.h"
-#include "engine/local_cluster.h"
-#include "engine/test_cluster.h"
+#include "serve/cluster.h"
+#include "serve/test_cluster.h"
 #include "store/temp_dir.h"
 
-namespace dualpath::engine {
+namespace dualpath::bench {
 namespace {
 
+using serve::Cluster;
+using serve::ClusterOptions;
+using serve::fast_modeled_cluster;
+using serve::test_cluster;
 using store::TempDir;
 
 // One session of 21 turns whose context passes 4K tokens (256 + 20 x (150..250 + 16..32)).
@@ -31,7 +36,7 @@ DemoOptions long_session(sched::PathRequest path) {
 
 DemoReport run_fresh(sched::PathRequest path, int decode_nodes) {
   TempDir dir;
-  auto cluster = LocalCluster::start(test_cluster(dir.path(), decode_nodes));
+  auto cluster = Cluster::start(test_cluster(dir.path(), decode_nodes));
   EXPECT_TRUE(cluster.is_ok()) << cluster.status().to_string();
   if (!cluster.is_ok()) return {};
   auto report = run_demo(**cluster, long_session(path), {});
@@ -76,7 +81,7 @@ void check_accounting(const TurnResult& r, int64_t gen_tokens, const store::Bloc
   }
 }
 
-TEST(Engine, AllReadPathsGiveTheTokensOfRecomputeOver20TurnsPast4K) {
+TEST(LiveSystem, AllReadPathsGiveTheTokensOfRecomputeOver20TurnsPast4K) {
   std::vector<std::pair<sched::PathRequest, DemoReport>> runs;
   for (sched::PathRequest path :
        {sched::PathRequest(sched::ReadPath::kRecompute), sched::PathRequest(sched::ReadPath::kPe), sched::PathRequest(sched::ReadPath::kDe), sched::PathRequest()}) {
@@ -118,7 +123,7 @@ TEST(Engine, AllReadPathsGiveTheTokensOfRecomputeOver20TurnsPast4K) {
   }
 }
 
-TEST(Engine, ConcurrentSessionsByAutoGiveTheTokensOfThePePath) {
+TEST(LiveSystem, ConcurrentSessionsByAutoGiveTheTokensOfThePePath) {
   // Two sessions at once on one decode node; auto sends a turn to the PE side when the decode
   // node has the other session's reads pending, so the paths mix (how much depends on the
   // interleaving; the tokens must not).
@@ -126,8 +131,8 @@ TEST(Engine, ConcurrentSessionsByAutoGiveTheTokensOfThePePath) {
   for (sched::PathRequest path : {sched::PathRequest(sched::ReadPath::kPe), sched::PathRequest()}) {
     TempDir dir;
     ClusterOptions options = test_cluster(dir.path(), 1);
-    options.config.snic_gbps = 1;  // slower reads overlap more often, so auto mixes more
-    auto cluster = LocalCluster::start(options);
+    options.config.engine.snic_gbps = 1;  // slower reads overlap more often, so auto mixes more
+    auto cluster = Cluster::start(options);
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
     DemoOptions demo = long_session(path);
     demo.sessions = 2;
@@ -148,12 +153,12 @@ TEST(Engine, ConcurrentSessionsByAutoGiveTheTokensOfThePePath) {
 // Two engines per node (each its own HBM arena and traffic manager, one DRAM buffer per node):
 // sessions spread over both decode engines and prefills over both prefill engines give the
 // tokens of one engine per node, by both read paths.
-TEST(Engine, TwoEnginesPerNodeGiveTheTokensOfOne) {
+TEST(LiveSystem, TwoEnginesPerNodeGiveTheTokensOfOne) {
   auto run = [](int engines, sched::PathRequest path) {
     TempDir dir;
     ClusterOptions options = test_cluster(dir.path(), 1);
-    options.config.engines_per_node = engines;
-    auto cluster = LocalCluster::start(options);
+    options.config.engine.engines_per_node = engines;
+    auto cluster = Cluster::start(options);
     EXPECT_TRUE(cluster.is_ok()) << cluster.status().to_string();
     if (!cluster.is_ok()) return DemoReport{};
     DemoOptions demo = long_session(path);
@@ -179,17 +184,17 @@ TEST(Engine, TwoEnginesPerNodeGiveTheTokensOfOne) {
   }
 }
 
-TEST(Engine, ModeledBackendTokensAgreeAcrossPaths) {
+TEST(LiveSystem, ModeledBackendTokensAgreeAcrossPaths) {
   // The modeled backend's prefill token digests every KV row of the last layer, cached and new:
   // it agrees across paths only if every loaded byte is right.
   std::vector<DemoReport> reports;
   for (sched::PathRequest path : {sched::PathRequest(sched::ReadPath::kRecompute), sched::PathRequest(sched::ReadPath::kPe), sched::PathRequest(sched::ReadPath::kDe)}) {
     TempDir dir;
     ClusterOptions options = test_cluster(dir.path(), 1);
-    options.config.compute = "modeled";
-    options.config.model = "tiny";       // model/'s tiny preset, priced by the CostModel
-    options.config.time_dilation = 0.2;  // emulated time runs 5x faster than real time
-    auto cluster = LocalCluster::start(options);
+    options.config.engine.compute = "modeled";
+    options.config.engine.model = "tiny";       // model/'s tiny preset, priced by the CostModel
+    options.config.engine.time_dilation = 0.2;  // emulated time runs 5x faster than real time
+    auto cluster = Cluster::start(options);
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
     DemoOptions demo = long_session(path);
     demo.turns = 6;
@@ -208,13 +213,13 @@ TEST(Engine, ModeledBackendTokensAgreeAcrossPaths) {
   }
 }
 
-TEST(Engine, DataDirPersistsAcrossClusters) {
+TEST(LiveSystem, DataDirPersistsAcrossClusters) {
   TempDir dir;
   DemoOptions demo = long_session(sched::PathRequest(sched::ReadPath::kPe));
   demo.turns = 2;
   std::vector<DemoReport> reports;
   for (int run = 0; run < 2; ++run) {
-    auto cluster = LocalCluster::start(test_cluster(dir.path(), 1));
+    auto cluster = Cluster::start(test_cluster(dir.path(), 1));
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
     auto report = run_demo(**cluster, demo, {});
     ASSERT_TRUE(report.is_ok()) << report.status().to_string();
@@ -228,67 +233,9 @@ TEST(Engine, DataDirPersistsAcrossClusters) {
   }
 }
 
-TEST(Engine, KilledDecodeNodeIsAClearErrorOrAFailover) {
+TEST(LiveSystem, CorruptHitBlockIsRecomputedNeverServed) {
   TempDir dir;
-  ClusterOptions options = test_cluster(dir.path(), 2);
-  options.config.request_timeout = std::chrono::seconds(5);
-  auto cluster = LocalCluster::start(options);
-  ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
-  TurnRequest request;
-  for (int i = 0; i < 300; ++i) request.tokens.push_back(i % 500);
-  request.path = sched::PathRequest(sched::ReadPath::kDe);
-  ASSERT_TRUE((*cluster)->run_turn(request).is_ok());
-  ::kill((*cluster)->decode_pid(0), SIGKILL);
-  // Either the driver already sees the process gone (a clear kUnavailable before anything is
-  // sent), or the turn meets the closed socket and fails over to decode node 1.
-  auto turn = (*cluster)->run_turn(request);
-  if (turn.is_ok()) {
-    EXPECT_EQ(turn->failed_over_from, 0);
-    EXPECT_EQ(turn->de_index, 1);
-  } else {
-    EXPECT_TRUE(turn.status().is_unavailable()) << turn.status().to_string();
-  }
-  request.de_index = 1;
-  auto served = (*cluster)->run_turn(request);
-  ASSERT_TRUE(served.is_ok()) << served.status().to_string();
-}
-
-TEST(Engine, DecodeNodeKilledMidRequestFailsOverToThePePathOnAnotherNode) {
-  TempDir dir;
-  ClusterOptions options = test_cluster(dir.path(), 2);
-  options.config.request_timeout = std::chrono::seconds(3);
-  auto cluster = LocalCluster::start(options);
-  ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
-  TurnRequest request;
-  for (int i = 0; i < 300; ++i) request.tokens.push_back((i * 7) % 500);
-  request.path = sched::PathRequest(sched::ReadPath::kDe);
-  auto first = (*cluster)->run_turn(request);  // persists the prompt's blocks
-  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
-  request.tokens.insert(request.tokens.end(), first->output_tokens.begin(),
-                        first->output_tokens.end());
-  for (int i = 0; i < 100; ++i) request.tokens.push_back(i);
-  const pid_t victim = (*cluster)->decode_pid(0);
-  request.after_prepare = [victim] { ::kill(victim, SIGKILL); };
-  auto turn = (*cluster)->run_turn(request);
-  ASSERT_TRUE(turn.is_ok()) << turn.status().to_string();
-  EXPECT_EQ(turn->failed_over_from, 0);
-  EXPECT_EQ(turn->de_index, 1);
-  EXPECT_EQ(turn->path, sched::ReadPath::kPe);
-  EXPECT_GT(turn->hit_tokens, 0);
-  // The same turn on a fresh cluster, undisturbed, gives the same tokens.
-  TempDir dir2;
-  auto clean = LocalCluster::start(test_cluster(dir2.path(), 1));
-  ASSERT_TRUE(clean.is_ok()) << clean.status().to_string();
-  request.after_prepare = nullptr;
-  request.path = sched::PathRequest(sched::ReadPath::kRecompute);
-  auto want = (*clean)->run_turn(request);
-  ASSERT_TRUE(want.is_ok()) << want.status().to_string();
-  EXPECT_EQ(turn->output_tokens, want->output_tokens);
-}
-
-TEST(Engine, CorruptHitBlockIsRecomputedNeverServed) {
-  TempDir dir;
-  auto cluster = LocalCluster::start(test_cluster(dir.path(), 1));
+  auto cluster = Cluster::start(test_cluster(dir.path(), 1));
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
   TurnRequest request;
   for (int i = 0; i < 300; ++i) request.tokens.push_back((i * 11) % 500);
@@ -317,13 +264,13 @@ TEST(Engine, CorruptHitBlockIsRecomputedNeverServed) {
 Status load_error(const std::string& toml, const std::string& dir) {
   const std::string path = dir + "/bad.toml";
   std::ofstream(path) << toml;
-  return load_engine_config(path).status();
+  return engine::load_engine_config(path).status();
 }
 
 // A node prices modeled time with the driver's [hardware] and [efficiency]: they survive the
 // setup message field by field.
-TEST(EngineConfig, SetupCarriesTheCostModelInputs) {
-  NodeSetup setup;
+TEST(LiveConfig, SetupCarriesTheCostModelInputs) {
+  engine::NodeSetup setup;
   setup.backend.compute = "modeled";
   setup.backend.hardware.name = "custom";
   setup.backend.hardware.snic_bytes_per_s = 1.25e9;
@@ -335,7 +282,7 @@ TEST(EngineConfig, SetupCarriesTheCostModelInputs) {
   setup.backend.prefill_ep_gpus = 8;
   setup.backend.decode_ep_gpus = 16;
   setup.engines = 3;
-  auto back = NodeSetup::from_json(setup.to_json());
+  auto back = engine::NodeSetup::from_json(setup.to_json());
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->backend.hardware.name, "custom");
   EXPECT_EQ(back->backend.hardware.snic_bytes_per_s, 1.25e9);
@@ -350,7 +297,7 @@ TEST(EngineConfig, SetupCarriesTheCostModelInputs) {
   EXPECT_EQ(back->engines, 3);
 }
 
-TEST(EngineConfig, BadValuesNameTheirKey) {
+TEST(LiveConfig, BadValuesNameTheirKey) {
   TempDir dir;
   struct Case {
     std::string toml;
@@ -367,9 +314,9 @@ TEST(EngineConfig, BadValuesNameTheirKey) {
     EXPECT_FALSE(s.is_ok()) << c.toml;
     EXPECT_NE(s.message().find(c.key), std::string::npos) << c.key << ": " << s.to_string();
   }
-  EXPECT_TRUE(load_engine_config("").is_ok());
+  EXPECT_TRUE(engine::load_engine_config("").is_ok());
 }
 
 
 }  // namespace
-}  // namespace dualpath::engine
+}  // namespace dualpath::bench

@@ -1,20 +1,26 @@
 #pragma once
-// The live demo (`dualpath demo`): agent sessions with multi-turn prompts replayed through a
-// LocalCluster. Each session starts with a prompt of random token ids (from the seed) and each
+// The live demo (`dualpath demo`): agent sessions with multi-turn prompts replayed through the
+// live cluster (serve::Cluster). Each session starts with a prompt of random token ids (from the seed) and each
 // turn appends the turn's generated tokens plus a few hundred new ones, so contexts pass 4K
 // tokens over 20+ turns; each turn generates a short answer greedily. Sessions run concurrently,
-// one driver thread each (or round-robin, one turn at a time, with concurrent = false), and each
-// session decodes on one decode node (session i on node i mod D), so its later turns hit the
-// blocks its earlier turns persisted. Outputs do not depend on the interleaving.
+// one driver thread each (or round-robin, one turn at a time, with concurrent = false); the
+// scheduler places every turn on any decode node (the store is shared, so a later turn hits the
+// blocks its earlier turns persisted wherever they ran). Outputs do not depend on the
+// interleaving.
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "engine/local_cluster.h"
+#include "serve/cluster.h"
 
-namespace dualpath::engine {
+namespace dualpath::bench {
+
+using engine::HopBytes;
+using engine::Json;
+using serve::TurnRequest;
+using serve::TurnResult;
 
 struct DemoOptions {
   int sessions = 4;
@@ -47,8 +53,8 @@ struct DemoReport {
 // The prompt of every turn of every session is a pure function of (seed, session, turn) and the
 // outputs of its earlier turns. `progress` (may be empty) is called after every turn, from the
 // session's thread, one call at a time. The report lists turns by (turn, session).
-Result<DemoReport> run_demo(LocalCluster& cluster,
+Result<DemoReport> run_demo(serve::Cluster& cluster,
                             const DemoOptions& options,
                             const std::function<void(const DemoTurn&)>& progress);
 
-}  // namespace dualpath::engine
+}  // namespace dualpath::bench

@@ -1,17 +1,19 @@
-// Concurrent parts of the engines, small enough for ThreadSanitizer (the `tsan` label): the
-// live benchmark's agent threads against node processes serving several requests at once on
-// their control workers, with the modeled backend.
+// Concurrent parts of the live system, small enough for ThreadSanitizer (the `tsan` label): the
+// live benchmark's agent threads against the scheduler service and node processes serving
+// several requests at once on their control workers, with the modeled backend.
 #include <gtest/gtest.h>
 
-#include "engine/demo.h"
-#include "engine/live_bench.h"
-#include "engine/overlap_bench.h"
-#include "engine/test_cluster.h"
+#include "bench/demo.h"
+#include "bench/live_bench.h"
+#include "bench/overlap_bench.h"
+#include "serve/test_cluster.h"
 #include "store/temp_dir.h"
 
-namespace dualpath::engine {
+namespace dualpath::bench {
 namespace {
 
+using serve::Cluster;
+using serve::fast_modeled_cluster;
 using store::TempDir;
 
 // The live benchmark's replay: every mode runs the same turns, the PE and auto paths read each
@@ -21,18 +23,24 @@ TEST(LiveBench, EveryModeReplaysTheSameTurnsAndReadsEachHitOnce) {
   // context (kept), prompt, generation; 64-token blocks.
   const std::vector<workload::TurnShape> shapes = {
       {0, 300, 20}, {320, 520, 20}, {540, 700, 10}, {710, 900, 5}};
-  const std::vector<std::vector<workload::TurnShape>> agents = {shapes, shapes};
+  std::vector<sim::AgentPlan> agents(2);
+  for (auto& a : agents) a.turns = shapes;
   std::vector<LiveBenchResult> results;
   for (sched::PathRequest path : {sched::PathRequest(sched::ReadPath::kPe), sched::PathRequest(), sched::PathRequest(sched::ReadPath::kOracle)}) {
     TempDir dir;
-    auto cluster = LocalCluster::start(fast_modeled_cluster(dir.path(), 2));
+    auto options = fast_modeled_cluster(dir.path(), 2);
+    if (path == sched::PathRequest(sched::ReadPath::kOracle)) {
+      options.config.scheduler.mode = serve::ServeMode::kOracle;
+    }
+    auto cluster = Cluster::start(options);
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
     LiveBenchOptions lo;
-    lo.path = path;
+    lo.path = path == sched::PathRequest(sched::ReadPath::kOracle) ? sched::PathRequest() : path;
     auto r = run_live_bench(**cluster, agents, lo);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-    const store::BlockLayout& layout = (*cluster)->layout();
-    const int64_t kv_per_token = layout.layers * layout.bytes_per_token_per_layer;
+    auto shape = engine::model_kv_shape((*cluster)->config().engine);
+    ASSERT_TRUE(shape.is_ok());
+    const int64_t kv_per_token = shape->layers * shape->bytes_per_token_per_layer;
     EXPECT_EQ(r->turns, 8);
     // Hits: each turn's kept context less its last token (generated, so its KV is computed by
     // the next prefill), whole blocks: 0 + 256 + 512 + 704 per agent.
@@ -53,6 +61,7 @@ TEST(LiveBench, EveryModeReplaysTheSameTurnsAndReadsEachHitOnce) {
       EXPECT_EQ(r->pe_path_turns, 8);
     }
     EXPECT_GT(r->jct_s, r->jct_real_s);  // emulated time runs 20x faster than real time
+    EXPECT_EQ(r->failed_turns, 0);
   }
 }
 
@@ -60,7 +69,7 @@ TEST(LiveBench, EveryModeReplaysTheSameTurnsAndReadsEachHitOnce) {
 // (its timing is a benchmark's business, not a test's).
 TEST(OverlapBench, TimesEveryPathOverTheSameHits) {
   TempDir dir;
-  auto cluster = LocalCluster::start(fast_modeled_cluster(dir.path(), 1));
+  auto cluster = Cluster::start(fast_modeled_cluster(dir.path(), 1));
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
   OverlapOptions o;
   o.hit_tokens = 512;
@@ -84,7 +93,7 @@ TEST(EngineConcurrency, ConcurrentSessionsGiveTheTokensOfSequentialOnes) {
   std::vector<DemoReport> reports;
   for (bool concurrent : {true, false}) {
     TempDir dir;
-    auto cluster = LocalCluster::start(fast_modeled_cluster(dir.path(), 2));
+    auto cluster = Cluster::start(fast_modeled_cluster(dir.path(), 2));
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
     DemoOptions demo;
     demo.sessions = 4;
@@ -105,4 +114,4 @@ TEST(EngineConcurrency, ConcurrentSessionsGiveTheTokensOfSequentialOnes) {
 }
 
 }  // namespace
-}  // namespace dualpath::engine
+}  // namespace dualpath::bench

@@ -1,0 +1,318 @@
+#include "bench/live_bench.h"
+
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "bench/session_stream.h"
+#include "engine/engine_config.h"
+
+namespace dualpath::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// FNV-1a over token ids.
+uint64_t digest(uint64_t h, std::span<const int32_t> tokens) {
+  for (int32_t t : tokens) {
+    h ^= static_cast<uint32_t>(t);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// One completed turn, as the statistics need it (real seconds since the run's start).
+struct TurnRecord {
+  TurnResult result;
+  double started_s = 0;
+  double first_token_s = 0;    // the prefill's end
+  double second_token_s = -1;  // the second token's arrival (-1: one token)
+};
+
+}  // namespace
+
+Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
+                                       const std::vector<sim::AgentPlan>& agents,
+                                       const LiveBenchOptions& options) {
+  const engine::EngineConfig& cfg = cluster.config().engine;
+  DP_ASSIGN_OR_RETURN(engine::ModelKvShape shape, engine::model_kv_shape(cfg));
+  const double dilation = cfg.compute == "modeled" ? cfg.time_dilation : 1.0;
+  const int P = cluster.prefill_nodes(), D = cluster.decode_nodes();
+  int64_t total_turns = 0;
+  for (const auto& a : agents) total_turns += static_cast<int64_t>(a.turns.size());
+
+  struct AgentRun {
+    std::vector<TurnRecord> turns;
+    double start_s = 0, finish_s = 0;
+    int64_t failed = 0;
+    std::string error;
+  };
+  std::vector<AgentRun> runs(agents.size());
+  std::mutex progress_mu;
+  int64_t done = 0;  // guarded by progress_mu
+  const auto start = Clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const double duration_real = options.duration_s * dilation;
+
+  auto run_agent = [&](size_t a) {
+    AgentRun& run = runs[a];
+    const sim::AgentPlan& plan = agents[a];
+    if (options.online) {
+      std::this_thread::sleep_until(start + from_seconds(plan.start_s * dilation));
+    }
+    run.start_s = seconds();
+    SessionStream session(options.seed, static_cast<int64_t>(a), shape.vocab);
+    for (size_t t = 0; t < plan.turns.size(); ++t) {
+      if (options.online && duration_real > 0 && seconds() > duration_real) break;
+      const workload::TurnShape& turn = plan.turns[t];
+      // The turn keeps `context_tokens` of what came before (a trace's compaction cuts it).
+      session.keep(turn.context_tokens);
+      // What a store could hold: every context token but the last generated one, whose KV the
+      // next prefill computes (so a context of whole blocks hits one block less).
+      const int64_t oracle_hit = std::max<int64_t>(0, session.context_tokens() - 1);
+      session.append_random(turn.prompt_tokens - session.context_tokens());
+      TurnRequest request;
+      request.tokens = session.prompt();
+      request.gen_tokens = std::max<int64_t>(1, turn.gen_tokens);
+      request.path = options.path;
+      request.oracle_hit_tokens = oracle_hit;
+      TurnRecord rec;
+      rec.started_s = seconds();
+      std::atomic<int64_t> arrived{0};  // relaxed: written and read on the link's reader thread
+      request.on_tokens = [&](std::span<const int32_t> tokens) {
+        const int64_t before =
+            arrived.fetch_add(static_cast<int64_t>(tokens.size()), std::memory_order_relaxed);
+        if (before < 2 && before + static_cast<int64_t>(tokens.size()) >= 2) {
+          rec.second_token_s = seconds();
+        }
+      };
+      auto result = cluster.run_turn(std::move(request));
+      if (!result.is_ok()) {
+        run.failed += 1;
+        run.error = fmt::format("agent {} turn {}: {}", a, t, result.status().to_string());
+        break;
+      }
+      rec.first_token_s = rec.started_s + result->ttft_s;
+      session.add_output(*result);
+      rec.result = std::move(result).value();
+      run.turns.push_back(std::move(rec));
+      std::lock_guard lock(progress_mu);
+      ++done;
+      if (options.progress) options.progress(done, total_turns, seconds());
+    }
+    run.finish_s = seconds();
+  };
+
+  // The fault, on its own thread, at its emulated time.
+  std::mutex fault_mu;
+  std::condition_variable fault_cv;
+  bool agents_done = false;  // guarded by fault_mu
+  std::thread fault;
+  if (options.kill && cluster.local_nodes() != nullptr) {
+    fault = std::thread([&] {
+      std::unique_lock lock(fault_mu);
+      if (fault_cv.wait_until(lock, start + from_seconds(options.kill_at_s * dilation),
+                              [&] { return agents_done; })) {
+        return;
+      }
+      (void)cluster.local_nodes()->signal(*options.kill, SIGKILL);
+    });
+  }
+  std::vector<std::thread> threads;
+  for (size_t a = 0; a < agents.size(); ++a) threads.emplace_back(run_agent, a);
+  for (auto& th : threads) th.join();
+  {
+    std::lock_guard lock(fault_mu);
+    agents_done = true;
+  }
+  fault_cv.notify_all();
+  if (fault.joinable()) fault.join();
+
+  LiveBenchResult r;
+  r.time_dilation = dilation;
+  r.agents = static_cast<int>(agents.size());
+  r.prefill_nodes = P;
+  r.decode_nodes = D;
+  r.storage_read_by_node.assign(static_cast<size_t>(P + D), 0);
+  std::vector<double> pe_busy(static_cast<size_t>(P), 0.0);
+  std::vector<double> ttft, ttst, tpot;
+  // Storage bytes per window and node: each turn's reads land before its first token.
+  const double window_real = options.window_s * dilation;
+  std::vector<std::vector<double>> window_bytes;
+  for (const AgentRun& run : runs) {
+    r.jct_real_s = std::max(r.jct_real_s, run.finish_s);
+    r.agent_jct_s.push_back((run.finish_s - run.start_s) / dilation);
+    r.failed_turns += run.failed;
+    if (!run.error.empty() && r.errors.size() < 5) r.errors.push_back(run.error);
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const TurnRecord& rec : run.turns) {
+      const TurnResult& t = rec.result;
+      h = digest(h, t.output_tokens);
+      ++r.turns;
+      r.prompt_tokens += t.prompt_tokens;
+      r.hit_tokens += t.hit_tokens;
+      r.bytes += t.bytes;
+      if (t.path == sched::ReadPath::kPe) ++r.pe_path_turns;
+      if (t.path == sched::ReadPath::kDe) ++r.de_path_turns;
+      if (t.attempts > 1) ++r.retried_turns;
+      if (t.migrated) ++r.migrated_turns;
+      r.migrated_read_bytes += t.migrated_read_bytes;
+      const size_t node = t.path == sched::ReadPath::kDe ? static_cast<size_t>(P + t.de.index)
+                                                         : static_cast<size_t>(t.pe.index);
+      r.storage_read_by_node[node] += t.bytes.storage_read;
+      pe_busy[static_cast<size_t>(t.pe.index)] += t.prefill_s;
+      if (window_real > 0) {
+        const auto w = static_cast<size_t>(rec.first_token_s / window_real);
+        if (window_bytes.size() <= w) window_bytes.resize(w + 1, std::vector<double>(P + D, 0.0));
+        window_bytes[w][node] += static_cast<double>(t.bytes.storage_read);
+      }
+      ttft.push_back(t.ttft_s / dilation);
+      if (rec.second_token_s >= 0)
+        ttst.push_back((rec.second_token_s - rec.first_token_s) / dilation);
+      if (t.output_tokens.size() > 1) tpot.push_back(t.tpot_s / dilation);
+    }
+    r.agent_output_digest.push_back(h);
+  }
+  r.jct_s = r.jct_real_s / dilation;
+  r.ttft = summarize(ttft);
+  r.ttst = summarize(ttst);
+  r.tpot = summarize(tpot);
+  r.ttft_p50_s = r.ttft.p50;
+  r.ttft_p99_s = r.ttft.p99;
+  r.ttft_mean_s = r.ttft.mean;
+  r.tpot_p50_s = r.tpot.p50;
+  r.tpot_p99_s = r.tpot.p99;
+  r.slo_met = r.ttft.count > 0 && r.failed_turns == 0 && r.ttft.mean <= options.slo_ttft_s &&
+              r.tpot.mean <= options.slo_tpot_s;
+  // Balance over the nodes allowed to read: every node when both paths run, the prefill nodes
+  // for the PE path alone.
+  const bool dual = r.de_path_turns > 0;
+  const size_t readers = dual ? static_cast<size_t>(P + D) : static_cast<size_t>(P);
+  auto max_over_avg = [&](const std::vector<double>& v) {
+    double sum = 0, mx = 0;
+    for (size_t n = 0; n < readers; ++n) {
+      sum += v[n];
+      mx = std::max(mx, v[n]);
+    }
+    return std::pair{mx, sum / static_cast<double>(readers)};
+  };
+  {
+    std::vector<double> all(r.storage_read_by_node.begin(), r.storage_read_by_node.end());
+    auto [mx, avg] = max_over_avg(all);
+    r.snic_max_over_avg_run = avg > 0 ? mx / avg : 0;
+    // Windows of the busy period (the first 90 % of the run), byte-weighted.
+    double mx_sum = 0, avg_sum = 0;
+    for (size_t w = 0; w < window_bytes.size(); ++w) {
+      if ((static_cast<double>(w) + 1) * window_real > 0.9 * r.jct_real_s) break;
+      auto [wmx, wavg] = max_over_avg(window_bytes[w]);
+      mx_sum += wmx;
+      avg_sum += wavg;
+    }
+    r.snic_max_over_avg = avg_sum > 0 ? mx_sum / avg_sum : r.snic_max_over_avg_run;
+  }
+  {
+    double sum = 0, mx = 0;
+    for (double b : pe_busy) {
+      sum += b;
+      mx = std::max(mx, b);
+    }
+    r.pe_busy_max_over_avg = sum > 0 ? mx / (sum / static_cast<double>(pe_busy.size())) : 0;
+  }
+  return r;
+}
+
+namespace {
+Json latency_json(const LatencyStats& s) {
+  return {{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"count", s.count}};
+}
+}  // namespace
+
+Json LiveBenchResult::to_json() const {
+  return Json{{"jct_s", jct_s},
+              {"jct_real_s", jct_real_s},
+              {"time_dilation", time_dilation},
+              {"agents", agents},
+              {"prefill_nodes", prefill_nodes},
+              {"decode_nodes", decode_nodes},
+              {"turns", turns},
+              {"failed_turns", failed_turns},
+              {"retried_turns", retried_turns},
+              {"migrated_turns", migrated_turns},
+              {"migrated_read_bytes", migrated_read_bytes},
+              {"failed_over_turns", retried_turns},
+              {"prompt_tokens", prompt_tokens},
+              {"hit_tokens", hit_tokens},
+              {"storage_read_bytes", bytes.storage_read},
+              {"storage_read_bytes_by_node", storage_read_by_node},
+              {"bytes", bytes.to_json()},
+              {"pe_path_turns", pe_path_turns},
+              {"de_path_turns", de_path_turns},
+              {"snic_max_over_avg", snic_max_over_avg},
+              {"snic_max_over_avg_run", snic_max_over_avg_run},
+              {"pe_busy_max_over_avg", pe_busy_max_over_avg},
+              {"ttft_s", latency_json(ttft)},
+              {"ttst_s", latency_json(ttst)},
+              {"tpot_s", latency_json(tpot)},
+              {"slo_met", slo_met},
+              {"ttft_p50_s", ttft_p50_s},
+              {"ttft_p99_s", ttft_p99_s},
+              {"ttft_mean_s", ttft_mean_s},
+              {"tpot_p50_s", tpot_p50_s},
+              {"tpot_p99_s", tpot_p99_s},
+              {"agent_jct_s", agent_jct_s},
+              {"agent_output_digest", agent_output_digest},
+              {"errors", errors}};
+}
+
+std::string LiveBenchResult::table() const {
+  auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  std::string out;
+  out +=
+      fmt::format("  JCT                        {:.1f} s emulated ({:.1f} s real, dilation {})\n",
+                  jct_s, jct_real_s, time_dilation);
+  out += fmt::format("  cluster                    {}P{}D\n", prefill_nodes, decode_nodes);
+  out += fmt::format("  agents, turns              {}, {} ({} PE path, {} DE path)\n", agents,
+                     turns, pe_path_turns, de_path_turns);
+  out +=
+      fmt::format("  failed / retried / migrated {} / {} / {} turns (migrations read {:.1f} MiB)\n",
+                  failed_turns, retried_turns, migrated_turns, mib(migrated_read_bytes));
+  out += fmt::format("  prompt, hit tokens         {}, {} ({:.1f} % hit)\n", prompt_tokens,
+                     hit_tokens, prompt_tokens ? 100.0 * hit_tokens / prompt_tokens : 0.0);
+  std::string per_node;
+  for (size_t i = 0; i < storage_read_by_node.size(); ++i) {
+    const bool pe = static_cast<int>(i) < prefill_nodes;
+    per_node +=
+        fmt::format("{}{}{} {:.1f}", i ? ", " : "", pe ? "P" : "D",
+                    pe ? i : i - static_cast<size_t>(prefill_nodes), mib(storage_read_by_node[i]));
+  }
+  out +=
+      fmt::format("  storage read (MiB)         {:.1f} ({})\n", mib(bytes.storage_read), per_node);
+  out += fmt::format("  storage NIC max/avg        {:.3f} over windows, {:.3f} over the run\n",
+                     snic_max_over_avg, snic_max_over_avg_run);
+  out += fmt::format("  PE busy max/avg            {:.3f}\n", pe_busy_max_over_avg);
+  out += fmt::format(
+      "  hops (MiB)                 pe_h2d {:.1f}, de_to_pe {:.1f}, pd_transfer {:.1f}, de_h2d "
+      "{:.1f}, persist {:.1f}\n",
+      mib(bytes.pe_h2d), mib(bytes.de_to_pe), mib(bytes.pd_transfer), mib(bytes.de_h2d),
+      mib(bytes.persist));
+  auto lat = [](const LatencyStats& l, double unit) {
+    return fmt::format("{:.3f} / {:.3f} / {:.3f} / {:.3f}", l.mean * unit, l.p50 * unit,
+                       l.p90 * unit, l.p99 * unit);
+  };
+  out += fmt::format("  TTFT mean/p50/p90/p99      {} s emulated\n", lat(ttft, 1));
+  out += fmt::format("  TTST mean/p50/p90/p99      {} s emulated\n", lat(ttst, 1));
+  out += fmt::format("  TPOT mean/p50/p90/p99      {} ms emulated\n", lat(tpot, 1e3));
+  out += fmt::format("  SLO                        {}\n", slo_met ? "met" : "NOT met");
+  for (const std::string& e : errors) out += "  error: " + e + "\n";
+  return out;
+}
+
+}  // namespace dualpath::bench

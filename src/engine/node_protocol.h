@@ -1,0 +1,172 @@
+#pragma once
+// The typed protocol between the scheduler service (serve/) and its node processes: every
+// message as a value type with to_json() and a from_json() that never throws (wire.h) and checks
+// ranges, so a malformed message is an error reply, never a dead node.
+//
+// One TCP connection per node (control_channel.h framing), opened by the node:
+//   node -> scheduler   register      {role, index (-1: any), protocol, host, pid, resume}
+//   scheduler -> node   setup         {index, setup: NodeSetup}   or refused {code, error}
+//   node -> scheduler   hello         NodeRuntime::hello(): UCX address, DRAM and HBM regions
+//   scheduler -> node   call "peers"  the hellos of the other role's nodes to connect to
+//   then, both ways at once:
+//   scheduler -> node   call {call_id, cmd: prepare | prefill | decode | release | cancel |
+//                             peers | status}  ->  reply {call_id, ok, ...}
+//   node -> scheduler   report        LoadReport, every scheduler.report_interval_ms (the lease)
+//   node -> scheduler   event         TokenEvent (a decode's tokens as they are generated)
+//   scheduler -> node   quit
+//
+// Value types; thread-compatible.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/control_channel.h"
+#include "sched/read_path.h"
+
+namespace dualpath::engine {
+
+// The protocol's version: a node and a scheduler of different versions refuse each other.
+inline constexpr int kProtocolVersion = 1;
+
+enum class NodeRole { kPrefill, kDecode };
+std::string_view role_name(NodeRole role);
+Result<NodeRole> parse_role(std::string_view name);
+
+struct NodeId {
+  NodeRole role = NodeRole::kPrefill;
+  int index = 0;
+  std::string name() const;  // "prefill node 0"
+  bool operator==(const NodeId&) const = default;
+};
+
+// Bytes per hop of one turn (PAPER.md §4's hops; §6's accounting).
+struct HopBytes {
+  int64_t storage_read = 0;  // storage -> PE buffer or DE buffer (Full Blocks)
+  int64_t pe_h2d = 0;        // PE buffer -> PE HBM (PE path)
+  int64_t de_to_pe = 0;      // DE buffer -> PE HBM (DE path)
+  int64_t pd_transfer = 0;   // PE HBM -> DE buffer (hit + miss KV on the PE path, miss on DE)
+  int64_t de_h2d = 0;        // DE buffer -> DE HBM at decode start (the prompt's KV)
+  int64_t persist = 0;       // DE HBM -> DE buffer -> storage (new full blocks)
+
+  Json to_json() const;
+  static Result<HopBytes> from_json(const Json& j);
+  HopBytes& operator+=(const HopBytes& o);
+};
+
+// The largest token id the wire carries; each engine checks its model's vocabulary too.
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 31) - 1;
+// The most tokens one message carries (a 1M-token context with room to spare).
+inline constexpr size_t kMaxWireTokens = size_t{1} << 22;
+
+// DE "prepare": allocate the request's DE buffer (prompt + generation, whole blocks) and, with
+// read_hits, read the hit blocks into it (the DE read path).
+struct PrepareRequest {
+  uint64_t request_id = 0;  // unique per attempt: a retried turn gets a new id (its epoch)
+  std::vector<int32_t> tokens;
+  int64_t hit_tokens = 0;
+  int64_t gen_tokens = 0;
+  bool read_hits = false;
+  bool oracle = false;  // kOracle: no DE buffer, no DE H2D, no persistence
+  int engine = 0;       // the engine of the DE node that decodes
+
+  Json to_json() const;
+  static Result<PrepareRequest> from_json(const Json& j);
+};
+
+struct PrepareReply {
+  uint64_t dram_offset = 0;  // the request's Full Blocks in the DE node's buffer
+  HopBytes bytes;
+
+  Json to_json() const;
+  static Result<PrepareReply> from_json(const Json& j);
+};
+
+// PE "prefill".
+struct PrefillRequest {
+  uint64_t request_id = 0;
+  std::vector<int32_t> tokens;  // the whole prompt
+  int64_t hit_tokens = 0;       // whole blocks, cached in the store
+  sched::ReadPath path = sched::ReadPath::kPe;
+  int de_index = 0;             // the DE node that will decode (and, on the DE path, reads)
+  uint64_t de_dram_offset = 0;  // the request's Full Blocks in that DE node's buffer
+  int pe_engine = 0;            // the engine of the PE node that prefills
+
+  Json to_json() const;
+  static Result<PrefillRequest> from_json(const Json& j);
+};
+
+struct PrefillReply {
+  int32_t first_token = 0;
+  std::vector<float> logits;  // the first output token's; empty for the modeled backend
+  HopBytes bytes;
+  double prefill_s = 0;
+  double gpu_wait_s = 0;
+  std::vector<std::pair<double, double>> layer_timeline;  // per layer: (load wait, compute), s
+
+  Json to_json() const;
+  static Result<PrefillReply> from_json(const Json& j);
+};
+
+// DE "decode": decode start (DE buffer -> DE HBM), greedy decoding, persistence. The tokens
+// stream to the scheduler as TokenEvents while it runs.
+struct DecodeRequest {
+  uint64_t request_id = 0;
+  int32_t first_token = 0;
+
+  Json to_json() const;
+  static Result<DecodeRequest> from_json(const Json& j);
+};
+
+struct DecodeReply {
+  std::vector<int32_t> output_tokens;  // the first token included
+  HopBytes bytes;
+  double decode_s = 0;
+  double tpot_s = 0;
+
+  Json to_json() const;
+  static Result<DecodeReply> from_json(const Json& j);
+};
+
+// Node -> scheduler, every report interval: the node's load (the scheduler's snapshot) and its
+// lease renewal.
+struct LoadReport {
+  int64_t read_queue_tokens = 0;  // the storage NIC's read queue (tokens waiting or in flight)
+  int64_t read_queue_bytes = 0;
+  uint64_t dram_used_bytes = 0;  // the PE / DE buffer in use
+  uint64_t dram_bytes = 0;
+  std::vector<uint64_t> hbm_used_bytes;  // per engine
+  int64_t requests = 0;                  // requests the node holds state for (prepared, running)
+
+  Json to_json() const;
+  static Result<LoadReport> from_json(const Json& j);
+};
+
+// Node -> scheduler during a decode: tokens [start, start + tokens.size()) of its output.
+struct TokenEvent {
+  uint64_t request_id = 0;
+  int64_t start = 0;
+  std::vector<int32_t> tokens;
+
+  Json to_json() const;
+  static Result<TokenEvent> from_json(const Json& j);
+};
+
+// Node -> scheduler, the connection's first message.
+struct RegisterRequest {
+  NodeRole role = NodeRole::kPrefill;
+  int index = -1;  // -1: the scheduler assigns the lowest free index of the role
+  int protocol = kProtocolVersion;
+  std::string host;
+  int64_t pid = 0;
+  // The node already runs a runtime from an earlier registration (the scheduler restarted): it
+  // keeps its UCX worker, buffers and store, and re-sends its hello.
+  bool resume = false;
+
+  Json to_json() const;
+  static Result<RegisterRequest> from_json(const Json& j);
+};
+
+}  // namespace dualpath::engine
