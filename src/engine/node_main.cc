@@ -131,7 +131,10 @@ class NodeService {
       WireReader r(msg, cmd + " call");
       const uint64_t id = r.u64("request_id");
       DP_RETURN_IF_ERROR(r.status());
-      if (cmd == "cancel") rt_.cancels().cancel(id);
+      if (cmd == "cancel") {
+        rt_.cancels().cancel(id);
+        if (pe_) pe_->notify_cancel();
+      }
       if (de_) DP_RETURN_IF_ERROR(de_->release(id));
       return Json::object();
     }
@@ -274,10 +277,20 @@ Result<std::unique_ptr<transport::OobChannel>> connect_with_retry(const HostPort
       hp.host, hp.port, to_seconds(timeout), last.message()));
 }
 
-// Registration: register -> setup (or refused). kFailedPrecondition carries a refusal.
-Result<NodeSetup> register_node(transport::OobChannel& channel, const RegisterRequest& req) {
-  DP_RETURN_IF_ERROR(send_json(channel, req.to_json(), kSetupTimeout), "register");
-  DP_ASSIGN_OR_RETURN(Json answer, receive_json(channel, kSetupTimeout));
+// Registration: register -> setup (or refused). kFailedPrecondition carries a refusal; kTimedOut
+// a peer that accepted the connection but never answered (not a dualpath scheduler?).
+Result<NodeSetup> register_node(transport::OobChannel& channel,
+                                const RegisterRequest& req,
+                                Duration timeout) {
+  DP_RETURN_IF_ERROR(send_json(channel, req.to_json(), timeout), "register");
+  auto answered = receive_json(channel, timeout);
+  if (!answered.is_ok() && answered.status().is_timed_out()) {
+    return Status::timed_out(fmt::format(
+        "the scheduler accepted the connection but did not answer the registration within "
+        "{:.0f} s; is it a dualpath scheduler (`dualpath serve` prints its address)?",
+        to_seconds(timeout)));
+  }
+  DP_ASSIGN_OR_RETURN(Json answer, std::move(answered));
   WireReader r(answer, "registration answer");
   const std::string type = r.str("type");
   DP_RETURN_IF_ERROR(r.status());
@@ -327,24 +340,34 @@ int run_node(const NodeArgs& args) {
   std::unique_ptr<NodeRuntime> rt;
   std::unique_ptr<NodeService> service;
   Json current_setup;
-  Duration connect_timeout = args.connect_timeout;
+  const Duration connect_timeout = args.connect_timeout;
+  // The first registration must succeed by connect_timeout; later ones (after losing the
+  // scheduler) by reconnect_timeout.
+  auto deadline = Clock::now() + connect_timeout;
   for (;;) {
-    auto channel = connect_with_retry(*hp, connect_timeout);
+    const auto left = [&] {
+      return std::max(Duration(std::chrono::milliseconds(1)),
+                      std::chrono::duration_cast<Duration>(deadline - Clock::now()));
+    };
+    auto channel = connect_with_retry(*hp, left());
     if (!channel.is_ok()) {
       if (channel.status().is_aborted()) return 0;
       DP_LOG_ERROR("{} node: {}", args.role, channel.status().message());
       return 1;
     }
-    auto setup = register_node(**channel, reg);
+    auto setup = register_node(**channel, reg, std::min(kSetupTimeout, left()));
     if (!setup.is_ok()) {
       if (setup.status().is_failed_precondition()) {
         DP_LOG_ERROR("{} node: the scheduler refused this node: {}", args.role,
                      setup.status().message());
         return 2;
       }
+      if (Clock::now() >= deadline) {
+        DP_LOG_ERROR("{} node: {}:{}: {}", args.role, hp->host, hp->port, setup.status().message());
+        return 1;
+      }
       DP_LOG_WARN("{} node: registration failed: {}; retrying", args.role,
                   setup.status().to_string());
-      connect_timeout = args.reconnect_timeout;
       continue;
     }
     if (!args.listen.empty()) setup->net_devices = args.listen;
@@ -395,7 +418,7 @@ int run_node(const NodeArgs& args) {
     hello["ok"] = true;
     if (Status s = send_json(**channel, hello, kSetupTimeout); !s.is_ok()) {
       DP_LOG_WARN("{}: {}; reconnecting", name, s.to_string());
-      connect_timeout = args.reconnect_timeout;
+      deadline = Clock::now() + args.reconnect_timeout;
       continue;
     }
     DP_LOG_INFO("{}: registered with the scheduler at {}:{}", name, hp->host, hp->port);
@@ -405,7 +428,7 @@ int run_node(const NodeArgs& args) {
     rt->cancels().cancel_all();
     DP_LOG_WARN("{}: lost the scheduler at {}:{}; reconnecting for up to {:.0f} s", name, hp->host,
                 hp->port, to_seconds(args.reconnect_timeout));
-    connect_timeout = args.reconnect_timeout;
+    deadline = Clock::now() + args.reconnect_timeout;
   }
 }
 

@@ -1,5 +1,6 @@
 // dp_engine_node: the node program of the tests; the same code as `dualpath node`
-// (node_main.h), with the flags --scheduler HOST:PORT --role R [--index N].
+// (node_main.h), with the flags --scheduler HOST:PORT --role R [--index N] [--listen IF]
+// [--connect-timeout S] [--reconnect-timeout S].
 
 #include <charconv>
 #include <cstdio>
@@ -18,6 +19,16 @@ int main(int argc, char** argv) {
       args.scheduler = value;
     } else if (key == "--listen") {
       args.listen = value;
+    } else if (key == "--connect-timeout" || key == "--reconnect-timeout") {
+      double secs = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), secs);
+      if (ec != std::errc() || end != value.data() + value.size() || !(secs > 0)) {
+        std::fprintf(stderr, "dp_engine_node: %s '%s' is not a number of seconds\n", key.c_str(),
+                     value.c_str());
+        return 2;
+      }
+      (key == "--connect-timeout" ? args.connect_timeout : args.reconnect_timeout) =
+          dualpath::from_seconds(secs);
     } else if (key == "--index") {
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), args.index);
       if (ec != std::errc() || end != value.data() + value.size()) {

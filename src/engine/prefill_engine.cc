@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "engine/layer_messages.h"
+#include "engine/wire.h"
 #include "engine/node_protocol.h"
 
 namespace dualpath::engine {
@@ -64,17 +65,28 @@ void PrefillEngine::on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t
   cv_.notify_all();
 }
 
+void PrefillEngine::notify_cancel() {
+  std::lock_guard lock(mu_);
+  cv_.notify_all();
+}
+
 Result<PrefillEngine::ComputeSlot> PrefillEngine::acquire_compute_slot(
     int engine,
+    uint64_t request_id,
     Clock::time_point deadline) {
   const int slots = rt_.setup().compute_slots;
   if (slots <= 0) return ComputeSlot();
   std::unique_lock lock(mu_);
   int& busy = busy_slots_[engine];
-  if (!cv_.wait_until(lock, deadline, [&] { return busy < slots; })) {
+  if (!cv_.wait_until(lock, deadline,
+                      [&] { return busy < slots || rt_.cancels().cancelled(request_id); })) {
     return Status::timed_out(fmt::format(
         "engine {} of the prefill node had no free GPU within the request timeout ({} busy)",
         engine, busy));
+  }
+  if (busy >= slots) {
+    return Status::aborted(fmt::format("request {} was cancelled while it waited for a GPU",
+                                       request_id));
   }
   ++busy;
   return ComputeSlot(this, engine);
@@ -93,12 +105,20 @@ Status PrefillEngine::wait_layer_pushed(uint64_t request_id,
                                         Clock::time_point deadline) {
   std::unique_lock lock(mu_);
   const auto key = std::pair{request_id, layer};
-  if (!cv_.wait_until(lock, deadline, [&] { return pushed_.count(key) > 0; })) {
+  // A cancel (the decode node died, the client went away) wakes the wait (notify_cancel()).
+  if (!cv_.wait_until(lock, deadline, [&] {
+        return pushed_.count(key) > 0 || rt_.cancels().cancelled(request_id);
+      })) {
     return Status::timed_out(
         fmt::format("the decode node did not push layer {} of request {} in time (is it alive?)",
                     layer, request_id));
   }
-  const auto code = static_cast<StatusCode>(pushed_[key]);
+  if (pushed_.count(key) == 0) {
+    return Status::aborted(fmt::format(
+        "request {} was cancelled while it waited for layer {} from its decode node", request_id,
+        layer));
+  }
+  const auto code = status_code_from_wire(pushed_[key]);
   pushed_.erase(key);
   if (code != StatusCode::kOk) {
     return Status(code, fmt::format("the decode node failed to push layer {} of request {}", layer,
@@ -244,7 +264,7 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
   std::vector<std::pair<double, double>> timeline;
   // One GPU computes this prefill: wait for a free one (the node's compute slots).
   const auto queued = Clock::now();
-  DP_ASSIGN_OR_RETURN(ComputeSlot gpu, acquire_compute_slot(engine, deadline));
+  DP_ASSIGN_OR_RETURN(ComputeSlot gpu, acquire_compute_slot(engine, req.request_id, deadline));
   const double gpu_wait_s = seconds_since(queued);
   auto run = [&]() -> Status {
     // Loads run `ahead` layers ahead of the compute. With 3+ slots one slot is left for the

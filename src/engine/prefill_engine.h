@@ -61,6 +61,8 @@ class PrefillEngine {
   // vocabulary, no such engine or DE node), kAborted (cancelled), kNotFound (a hit block
   // vanished: recompute), kTimedOut / kUnavailable (a peer, the store or a transfer).
   Result<PrefillReply> prefill(const PrefillRequest& request);
+  // Wakes prefills waiting for a push or a GPU, so a cancelled one stops at once.
+  void notify_cancel();
   // HBM leases held back from failed prefills (see above) that are now safe: returned.
   void release_quarantined();
   size_t quarantined() const;
@@ -92,7 +94,7 @@ class PrefillEngine {
   explicit PrefillEngine(NodeRuntime& runtime) : rt_(runtime) {}
   // Waits until fewer than compute_slots prefills compute on `engine` (no wait when the limit
   // is 0).
-  Result<ComputeSlot> acquire_compute_slot(int engine,
+  Result<ComputeSlot> acquire_compute_slot(int engine, uint64_t request_id,
                                            std::chrono::steady_clock::time_point deadline);
   void release_compute_slot(int engine);
   void on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t code);

@@ -88,6 +88,18 @@ Placement ClusterScheduler::complete(const Pending& p, int de) {
 }
 
 std::optional<Placement> ClusterScheduler::submit(const SchedRequest& request) {
+  std::optional<Placement> out = submit_unlogged(request);
+  if (log_ != nullptr) {
+    SchedulerEvent e;
+    e.kind = SchedulerEvent::Kind::kSubmit;
+    e.request = request;
+    e.submitted = out;
+    log_->push_back(std::move(e));
+  }
+  return out;
+}
+
+std::optional<Placement> ClusterScheduler::submit_unlogged(const SchedRequest& request) {
   if (params_.engines == EnginePolicy::kPaper) {
     pe_queue_.push_back({request, -1});
     return std::nullopt;
@@ -114,6 +126,17 @@ std::optional<Placement> ClusterScheduler::submit(const SchedRequest& request) {
 }
 
 FetchResult ClusterScheduler::fetch() {
+  FetchResult out = fetch_unlogged();
+  if (log_ != nullptr) {
+    SchedulerEvent e;
+    e.kind = SchedulerEvent::Kind::kFetch;
+    e.fetched = out;
+    log_->push_back(std::move(e));
+  }
+  return out;
+}
+
+FetchResult ClusterScheduler::fetch_unlogged() {
   FetchResult out;
   // PE: the groups fetch at the same tick and take turns, one request each, starting at a
   // rotating group, until the queue is empty or every group is full (Algorithm 1's C1). A
@@ -215,29 +238,107 @@ size_t ClusterScheduler::queued() const {
   return n;
 }
 
+void ClusterScheduler::log(SchedulerEvent::Kind kind, int index, int64_t tokens, double bytes,
+                           bool alive) {
+  if (log_ == nullptr) return;
+  SchedulerEvent e;
+  e.kind = kind;
+  e.index = index;
+  e.tokens = tokens;
+  e.bytes = bytes;
+  e.alive = alive;
+  log_->push_back(std::move(e));
+}
+
 void ClusterScheduler::read_finished(int node, int64_t tokens) {
+  log(SchedulerEvent::Kind::kReadFinished, node, tokens, 0, true);
   ledger_[static_cast<size_t>(node)] -= tokens;
 }
 
 void ClusterScheduler::prefill_finished(int pe, int64_t prompt_tokens) {
+  log(SchedulerEvent::Kind::kPrefillFinished, pe, prompt_tokens, 0, true);
   Pe& e = pes_[static_cast<size_t>(pe)];
   e.load.tok -= prompt_tokens;
   e.load.seq -= 1;
 }
 
 void ClusterScheduler::turn_finished(int de, int64_t tokens, double hbm_bytes) {
+  log(SchedulerEvent::Kind::kTurnFinished, de, tokens, hbm_bytes, true);
   De& e = des_[static_cast<size_t>(de)];
   e.load.free_hbm_bytes += hbm_bytes;
   e.load.tok -= tokens;
   e.load.seq -= 1;
 }
 
+void ClusterScheduler::reserve_hbm(int de, double bytes) {
+  log(SchedulerEvent::Kind::kReserveHbm, de, 0, bytes, true);
+  des_[static_cast<size_t>(de)].load.free_hbm_bytes -= bytes;
+}
+
 void ClusterScheduler::set_reported_read_queue(int node, int64_t tokens) {
+  log(SchedulerEvent::Kind::kReportedReadQueue, node, tokens, 0, true);
   reported_[static_cast<size_t>(node)] = tokens;
 }
 
 void ClusterScheduler::set_node_alive(int node, bool alive) {
+  log(SchedulerEvent::Kind::kNodeAlive, node, 0, 0, alive);
   alive_[static_cast<size_t>(node)] = alive;
+}
+
+namespace {
+bool same(const Placement& a, const Placement& b) {
+  return a.request_id == b.request_id && a.pe == b.pe && a.de == b.de && a.path == b.path &&
+         a.read_tokens == b.read_tokens;
+}
+bool same(const FetchResult& a, const FetchResult& b) {
+  if (a.pe_assigned.size() != b.pe_assigned.size() || a.placed.size() != b.placed.size())
+    return false;
+  for (size_t i = 0; i < a.pe_assigned.size(); ++i) {
+    if (a.pe_assigned[i].request_id != b.pe_assigned[i].request_id ||
+        a.pe_assigned[i].pe != b.pe_assigned[i].pe)
+      return false;
+  }
+  for (size_t i = 0; i < a.placed.size(); ++i) {
+    if (!same(a.placed[i], b.placed[i])) return false;
+  }
+  return true;
+}
+}  // namespace
+
+int replay_log(const std::vector<SchedulerEvent>& events, ClusterScheduler& s) {
+  int differ = 0;
+  for (const SchedulerEvent& e : events) {
+    using K = SchedulerEvent::Kind;
+    switch (e.kind) {
+      case K::kSubmit: {
+        auto p = s.submit(e.request);
+        if (p.has_value() != e.submitted.has_value() || (p && !same(*p, *e.submitted))) ++differ;
+        break;
+      }
+      case K::kFetch:
+        if (!same(s.fetch(), e.fetched)) ++differ;
+        break;
+      case K::kReadFinished:
+        s.read_finished(e.index, e.tokens);
+        break;
+      case K::kPrefillFinished:
+        s.prefill_finished(e.index, e.tokens);
+        break;
+      case K::kTurnFinished:
+        s.turn_finished(e.index, e.tokens, e.bytes);
+        break;
+      case K::kReserveHbm:
+        s.reserve_hbm(e.index, e.bytes);
+        break;
+      case K::kReportedReadQueue:
+        s.set_reported_read_queue(e.index, e.tokens);
+        break;
+      case K::kNodeAlive:
+        s.set_node_alive(e.index, e.alive);
+        break;
+    }
+  }
+  return differ;
 }
 
 bool ClusterScheduler::cancel_queued(int64_t request_id) {

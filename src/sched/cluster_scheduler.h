@@ -84,6 +84,35 @@ struct FetchResult {
   std::vector<Placement> placed;         // fully placed this fetch, in order
 };
 
+// One call into a ClusterScheduler and what it answered: a recorded sequence replays through
+// another scheduler (another call site: the simulator's, the service's) to check that both
+// decide alike (replay_log).
+struct SchedulerEvent {
+  enum class Kind {
+    kSubmit,
+    kFetch,
+    kReadFinished,
+    kPrefillFinished,
+    kTurnFinished,
+    kReserveHbm,
+    kReportedReadQueue,
+    kNodeAlive,
+  };
+  Kind kind = Kind::kSubmit;
+  SchedRequest request;          // kSubmit
+  int index = 0;                 // the node or engine of the other kinds
+  int64_t tokens = 0;
+  double bytes = 0;
+  bool alive = true;
+  std::optional<Placement> submitted;  // kSubmit's answer
+  FetchResult fetched;                 // kFetch's answer
+};
+
+// Replays `log` into `scheduler` and returns how many answers differ from the recorded ones
+// (0: the same decisions).
+class ClusterScheduler;
+int replay_log(const std::vector<SchedulerEvent>& log, ClusterScheduler& scheduler);
+
 class ClusterScheduler {
  public:
   ClusterScheduler(const ClusterShape& shape, const ClusterSchedulerParams& params);
@@ -126,9 +155,7 @@ class ClusterScheduler {
   void turn_finished(int de, int64_t tokens, double hbm_bytes);
   // Round-robin modes: the caller reserves DE HBM in its own order.
   double hbm_free(int de) const { return des_[static_cast<size_t>(de)].load.free_hbm_bytes; }
-  void reserve_hbm(int de, double bytes) {
-    des_[static_cast<size_t>(de)].load.free_hbm_bytes -= bytes;
-  }
+  void reserve_hbm(int de, double bytes);
 
   // Live: a node's own read-queue gauge from its load report (tokens waiting or in flight).
   void set_reported_read_queue(int node, int64_t tokens);
@@ -142,6 +169,9 @@ class ClusterScheduler {
   bool cancel_queued(int64_t request_id);
   // The PE engine a queued request was assigned to, or -1 when none yet.
   int queued_pe(int64_t request_id) const;
+
+  // Records every call and answer into `log` (nullptr: none). The log must outlive the calls.
+  void record_to(std::vector<SchedulerEvent>* log) { log_ = log; }
 
   // Loads, for reports and tests.
   const PeEngineLoad& pe_load(int pe) const { return pes_[static_cast<size_t>(pe)].load; }
@@ -164,6 +194,9 @@ class ClusterScheduler {
     int pe = -1;
   };
 
+  std::optional<Placement> submit_unlogged(const SchedRequest& request);
+  FetchResult fetch_unlogged();
+  void log(SchedulerEvent::Kind kind, int index, int64_t tokens, double bytes, bool alive);
   Placement complete(const Pending& p, int de);
   ReadPath choose_path(const SchedRequest& r, int pe, int de);
 
@@ -180,6 +213,7 @@ class ClusterScheduler {
   std::unordered_map<int64_t, Pending> de_waiting_;  // the requests of the private queues
   RoundRobin rr_pe_, rr_de_, rr_path_;
   uint32_t rotation_ = 0;
+  std::vector<SchedulerEvent>* log_ = nullptr;
 };
 
 }  // namespace dualpath::sched

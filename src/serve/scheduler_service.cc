@@ -97,12 +97,57 @@ struct SchedulerService::Attempt {
   size_t delivered = 0;           // guarded by mu
   int64_t base = 0;
   bool decoding = false;                 // guarded by mu
+  std::atomic<bool> prefilled{false};    // release/acquire: read by mark_dead
   const TurnRequest* request = nullptr;  // valid until `closed` (run_turn's caller owns it)
   bool fault_fired = false;              // guarded by mu
   bool closed = false;                   // guarded by mu: the attempt is over, deliver nothing more
   Clock::time_point turn_start;
   int64_t hit = 0;
 };
+
+Result<sched::ClusterShape> scheduler_shape(const ServeConfig& config) {
+  const engine::EngineConfig& cfg = config.engine;
+  sched::ClusterShape shape;
+  shape.prefill_nodes = cfg.prefill_nodes;
+  shape.decode_nodes = cfg.decode_nodes;
+  shape.pe_engines_per_node = shape.de_engines_per_node = cfg.engines_per_node;
+  shape.pe_ep_nodes = std::min(cfg.pe_ep_nodes, cfg.prefill_nodes);
+  shape.de_ep_nodes = std::min(cfg.de_ep_nodes, cfg.decode_nodes);
+  return shape;
+}
+
+Result<sched::ClusterSchedulerParams> scheduler_params(const ServeConfig& config) {
+  const engine::EngineConfig& cfg = config.engine;
+  DP_ASSIGN_OR_RETURN(engine::ModelKvShape kv_shape, engine::model_kv_shape(cfg));
+  sched::ClusterSchedulerParams p;
+  p.engines = config.engine_policy();
+  p.paths = config.path_policy();
+  p.de.z_factor = config.scheduler.z_factor;
+  p.de_hbm_bytes = static_cast<double>(cfg.hbm_bytes);
+  // alpha: tokens a node reads in alpha_s at its (emulated) storage NIC rate; unlimited NICs
+  // never count as long. beta: prompt tokens an engine prefills in beta_s.
+  const double snic_bytes_per_s = cfg.emulated_snic_gbps() * 1e9 / 8;
+  const auto kv = static_cast<double>(kv_shape.layers * kv_shape.bytes_per_token_per_layer);
+  // An engine of a live node computes on compute_slots GPUs at once (engine_config.h).
+  const double gpus_per_engine = std::max(1, cfg.compute_slots());
+  if (cfg.compute == "modeled") {
+    DP_ASSIGN_OR_RETURN(model::ModelSpec preset, model::model_preset(cfg.model));
+    model::CostModel cost(preset, cfg.hardware, cfg.efficiency);
+    // Beta at a typical agent turn (30K cached + 300 new tokens: PAPER.md Fig. 3's shape); the
+    // live engines run each request as its own pass, so this is per GPU, times the engine's GPUs.
+    p.pe = sched::derive_pe_params(cost, 30000, 300, config.scheduler.quota_s,
+                                   cfg.backend_spec().prefill_ep_gpus, 1, 1, 1,
+                                   config.scheduler.beta_s);
+    p.pe.beta_tokens =
+        static_cast<int64_t>(static_cast<double>(p.pe.beta_tokens) * gpus_per_engine);
+  } else {
+    p.pe.beta_tokens = static_cast<int64_t>(kCpuPrefillTokensPerS * config.scheduler.beta_s);
+  }
+  p.pe.alpha_tokens = snic_bytes_per_s > 0
+                          ? static_cast<int64_t>(snic_bytes_per_s * config.scheduler.alpha_s / kv)
+                          : std::numeric_limits<int64_t>::max() / 4;
+  return p;
+}
 
 SchedulerService::SchedulerService(const ServeConfig& config) : config_(config) {}
 
@@ -139,40 +184,8 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const ServeCon
   s->listener_ = std::move(listener).value();
 
   // The scheduler: every engine of every node, none alive until its node registers.
-  sched::ClusterShape shape_of;
-  shape_of.prefill_nodes = cfg.prefill_nodes;
-  shape_of.decode_nodes = cfg.decode_nodes;
-  shape_of.pe_engines_per_node = shape_of.de_engines_per_node = cfg.engines_per_node;
-  shape_of.pe_ep_nodes = std::min(cfg.pe_ep_nodes, cfg.prefill_nodes);
-  shape_of.de_ep_nodes = std::min(cfg.de_ep_nodes, cfg.decode_nodes);
-  sched::ClusterSchedulerParams p;
-  p.engines = s->config_.engine_policy();
-  p.paths = s->config_.path_policy();
-  p.de.z_factor = config.scheduler.z_factor;
-  p.de_hbm_bytes = static_cast<double>(cfg.hbm_bytes);
-  // alpha: tokens a node reads in alpha_s at its (emulated) storage NIC rate; unlimited NICs
-  // never count as long. beta: prompt tokens an engine prefills in beta_s.
-  const double snic_bytes_per_s = cfg.emulated_snic_gbps() * 1e9 / 8;
-  const double kv = static_cast<double>(s->kv_bytes_per_token_);
-  // An engine of a live node computes on compute_slots GPUs at once (engine_config.h).
-  const double gpus_per_engine = std::max(1, cfg.compute_slots());
-  if (cfg.compute == "modeled") {
-    auto preset = model::model_preset(cfg.model);
-    if (!preset.is_ok()) return preset.status();
-    model::CostModel cost(*preset, cfg.hardware, cfg.efficiency);
-    // Beta at a typical agent turn (30K cached + 300 new tokens: PAPER.md Fig. 3's shape); the
-    // live engines run each request as its own pass, so this is per GPU, times the engine's GPUs.
-    p.pe = sched::derive_pe_params(cost, 30000, 300, config.scheduler.quota_s,
-                                   cfg.backend_spec().prefill_ep_gpus, 1, 1, 1,
-                                   config.scheduler.beta_s);
-    p.pe.beta_tokens =
-        static_cast<int64_t>(static_cast<double>(p.pe.beta_tokens) * gpus_per_engine);
-  } else {
-    p.pe.beta_tokens = static_cast<int64_t>(kCpuPrefillTokensPerS * config.scheduler.beta_s);
-  }
-  p.pe.alpha_tokens = snic_bytes_per_s > 0
-                          ? static_cast<int64_t>(snic_bytes_per_s * config.scheduler.alpha_s / kv)
-                          : std::numeric_limits<int64_t>::max() / 4;
+  DP_ASSIGN_OR_RETURN(const sched::ClusterShape shape_of, scheduler_shape(s->config_));
+  DP_ASSIGN_OR_RETURN(const sched::ClusterSchedulerParams p, scheduler_params(s->config_));
   s->sched_ = std::make_unique<sched::ClusterScheduler>(shape_of, p);
   const int P = cfg.prefill_nodes, D = cfg.decode_nodes;
   for (int n = 0; n < P + D; ++n) {
@@ -190,8 +203,9 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const ServeCon
 }
 
 SchedulerService::~SchedulerService() {
-  shutdown();
+  shutdown();  // a no-op after an earlier shutdown
   if (accept_thread_.joinable()) accept_thread_.join();
+  listener_.reset();  // nodes reconnecting now find nothing, or the next scheduler
   if (fetch_thread_.joinable()) fetch_thread_.join();
   if (lease_thread_.joinable()) lease_thread_.join();
   std::vector<std::thread> regs;
@@ -217,7 +231,7 @@ std::string SchedulerService::address() const {
   return fmt::format("{}:{}", config_.scheduler.host, port());
 }
 
-void SchedulerService::shutdown() {
+void SchedulerService::shutdown(bool quit_nodes) {
   std::vector<std::shared_ptr<Node>> nodes;
   {
     std::lock_guard lock(mu_);
@@ -229,7 +243,7 @@ void SchedulerService::shutdown() {
   cv_.notify_all();
   for (auto& n : nodes) {
     if (n->link && !n->link->closed()) {
-      (void)n->link->send(Json{{"type", "quit"}}, std::chrono::seconds(1));
+      if (quit_nodes) (void)n->link->send(Json{{"type", "quit"}}, std::chrono::seconds(1));
       n->link->close(Status::aborted("the scheduler is shutting down"));
     }
   }
@@ -487,7 +501,10 @@ void SchedulerService::mark_dead(int sched_node, const Status& why) {
     sched_->set_node_alive(sched_node, false);
     // The other side of each turn it was in: told to stop, so nothing waits on the dead peer.
     for (const auto& [id, a] : attempts_) {
-      if (a->pe_node == sched_node && a->de && a->de->link) cancels.emplace_back(a->de->link, id);
+      // A dead PE matters to its DE only until the prefill is done: the decode goes on.
+      if (a->pe_node == sched_node && !a->prefilled.load(std::memory_order_acquire) && a->de &&
+          a->de->link)
+        cancels.emplace_back(a->de->link, id);
       if (a->de_node == sched_node && a->pe && a->pe->link) cancels.emplace_back(a->pe->link, id);
     }
   }
@@ -762,6 +779,7 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
   auto pre_out = engine::call_node<engine::PrefillReply>(*pe_link, "prefill", pre, call_timeout);
   finish_read();
   finish_prefill();
+  if (pre_out.is_ok()) a.prefilled.store(true, std::memory_order_release);
   if (!pre_out.is_ok()) {
     cleanup(pre_out.status());
     return pre_out.status();

@@ -118,6 +118,13 @@ struct NodeStatus {
   double last_report_age_s = 0;
 };
 
+// The central scheduler the service runs for a config: its engines (every engine of every node)
+// and its policy and parameters (alpha from the emulated storage NIC, beta from the cost model or,
+// for the CPU model, its measured rate; docs/serve.md). The simulator builds its own from a
+// SimConfig; both run sched::ClusterScheduler.
+Result<sched::ClusterShape> scheduler_shape(const ServeConfig& config);
+Result<sched::ClusterSchedulerParams> scheduler_params(const ServeConfig& config);
+
 class SchedulerService {
  public:
   // Listens on scheduler.host:port and starts the threads. Nodes may connect at once.
@@ -140,8 +147,10 @@ class SchedulerService {
   // Runs one turn to the end (retries and migration included) or to an error. Thread-safe.
   Result<TurnResult> run_turn(TurnRequest request);
 
-  // Sends "quit" to every node (they exit) and stops accepting.
-  void shutdown();
+  // Sends "quit" to every node (they exit) and stops accepting. Without `quit_nodes` the nodes
+  // only see their connections close, as if the scheduler had crashed: they reconnect (tests of
+  // a scheduler restart).
+  void shutdown(bool quit_nodes = true);
 
   // The underlying scheduler's decisions, for tests (the snapshot-replay check).
   sched::ClusterScheduler& scheduler_for_test() { return *sched_; }

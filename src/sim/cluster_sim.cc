@@ -286,6 +286,7 @@ void ClusterSim::build() {
   sp.de = {.z_factor = cfg_.z_factor};
   sp.de_hbm_bytes = de_hbm_budget_;
   sched_ = std::make_unique<sched::ClusterScheduler>(shape, sp);
+  if (opt_.on_scheduler) opt_.on_scheduler(*sched_);
 
   reqs_.resize(agents_.size());
   agent_finish_.assign(agents_.size(), 0.0);

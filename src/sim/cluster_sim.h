@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/percentiles.h"
+#include "sched/cluster_scheduler.h"
 #include "sim/sim_config.h"
 #include "workload/trajectory.h"
 
@@ -146,6 +147,9 @@ struct SimResult {
 };
 
 struct SimOptions {
+  // Called once the run's central scheduler exists (before any event): tests record its calls
+  // (ClusterScheduler::record_to) to replay them through another call site.
+  std::function<void(sched::ClusterScheduler&)> on_scheduler;
   // Called about every `progress_interval_s` of wall time with (sim time, turns done, turns total).
   std::function<void(double, int64_t, int64_t)> progress;
   double progress_interval_s = 2.0;
