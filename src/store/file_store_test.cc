@@ -277,6 +277,44 @@ TEST(FileStoreNic, CancelledReadsEndAbortedOrCompleteButNeverWrong) {
   EXPECT_EQ(batch->results()[1].code(), StatusCode::kAborted) << "the second was still queued";
 }
 
+TEST(FileStoreNic, ConcurrentBatchesShareTheNicInsteadOfQueueingBehindEachOther) {
+  TempDir tmp;
+  auto opts = options_for({tmp.path()}, false);
+  constexpr uint64_t kBig = 40;
+  {
+    auto fast = FileStore::open(opts);
+    ASSERT_TRUE(fast.is_ok());
+    std::vector<BlockKey> keys;
+    for (uint64_t i = 1; i <= kBig + 1; ++i) keys.push_back(test_key(i));
+    write_blocks(**fast, keys);
+  }
+  // ~5 ms per block: the big batch needs ~200 ms of NIC time, the small one ~5 ms.
+  SteadyClock clock;
+  StorageNic nic(0.03, clock, /*burst_bytes=*/1);
+  opts.storage_nic = &nic;
+  auto store = FileStore::open(opts);
+  ASSERT_TRUE(store.is_ok());
+  const auto n = static_cast<size_t>(kLayout.full_block_bytes());
+  std::vector<AlignedBuffer> bufs;
+  std::vector<ReadRequest> big;
+  for (uint64_t i = 1; i <= kBig; ++i) {
+    bufs.push_back(AlignedBuffer::allocate(n).value());
+    big.push_back({test_key(i), bufs.back().first(n)});
+  }
+  auto small_buf = AlignedBuffer::allocate(n).value();
+  std::vector<ReadRequest> small{{test_key(kBig + 1), small_buf.first(n)}};
+  auto big_batch = (*store)->read(big);
+  ASSERT_TRUE(big_batch.is_ok());
+  auto small_batch = (*store)->read(small);
+  ASSERT_TRUE(small_batch.is_ok());
+  ASSERT_TRUE(small_batch->wait_for(kTestDeadline).is_ok());
+  EXPECT_TRUE(holds_block(small[0].key, small[0].buffer));
+  // Round robin: the one-block batch went next, not after the 40 blocks that came first.
+  EXPECT_TRUE(big_batch->poll().is_in_progress());
+  ASSERT_TRUE(big_batch->wait_for(kTestDeadline).is_ok());
+  for (const ReadRequest& r : big) EXPECT_TRUE(holds_block(r.key, r.buffer));
+}
+
 // --- Eviction ----------------------------------------------------------------------------------
 
 TEST(FileStoreEviction, StaysUnderCapacityEvictingLeastRecentlyUsed) {

@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <future>
@@ -133,10 +134,12 @@ void IoWorker::take_incoming() {
   }
   for (auto& g : incoming) {
     IoGroup* raw = g.get();
+    PendingGroup queued{raw, {}};
     for (IoOp& op : raw->ops) {
       op.group = raw;
-      pending_.push_back(&op);
+      queued.ops.push_back(&op);
     }
+    if (!queued.ops.empty()) pending_.push_back(std::move(queued));
     groups_[raw] = GroupState{std::move(g), raw->ops.size()};
     if (raw->ops.empty()) groups_.erase(raw);
   }
@@ -146,17 +149,17 @@ void IoWorker::take_incoming() {
   }
   for (IoGroup* g : cancels) {
     if (groups_.count(g) == 0) continue;  // already finished
-    std::deque<IoOp*> keep;
-    for (IoOp* op : pending_) {
-      if (op->group == g) {
+    auto queued = std::find_if(pending_.begin(), pending_.end(),
+                               [g](const PendingGroup& p) { return p.group == g; });
+    if (queued != pending_.end()) {
+      std::deque<IoOp*> ops = std::move(queued->ops);
+      pending_.erase(queued);
+      for (IoOp* op : ops) {
         op->result = -ECANCELED;
         op->fsync_result = -ECANCELED;
         finish(*op);
-      } else {
-        keep.push_back(op);
       }
     }
-    pending_.swap(keep);
     auto it = groups_.find(g);
     if (it == groups_.end()) continue;
     for (IoOp& op : it->second.group->ops) {
@@ -177,7 +180,7 @@ void IoWorker::take_incoming() {
 
 void IoWorker::fill_ring(Duration* next_start) {
   while (!pending_.empty() && in_flight_ops_ < queue_depth_) {
-    IoOp* op = pending_.front();
+    IoOp* op = pending_.front().ops.front();
     if (limiter_ != nullptr && !limiter_->unlimited()) {
       if (!op->reserved) {
         op->not_before = limiter_->reserve(op->io_bytes, clock_->now());
@@ -193,7 +196,11 @@ void IoWorker::fill_ring(Duration* next_start) {
       io_uring_submit(ring_.get());
       if (io_uring_sq_space_left(ring_.get()) < static_cast<unsigned>(sqes)) return;
     }
+    // The next op is the next group's: this group goes to the back of the line.
+    PendingGroup front = std::move(pending_.front());
     pending_.pop_front();
+    front.ops.pop_front();
+    if (!front.ops.empty()) pending_.push_back(std::move(front));
     io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
     if (op->kind == IoOp::Kind::kReadv) {
       io_uring_prep_readv(sqe, op->fd, op->iov.data(), static_cast<unsigned>(op->iov_count),

@@ -9,6 +9,7 @@
 // An IoGroup is a set of block I/Os submitted together (a batch). The worker co-owns each group
 // (std::shared_ptr, with the batch handle) until all of the group's ops have completed, and calls
 // IoGroup::on_op_done on the worker thread once per op. Every op passes the rate limiter first.
+// Groups waiting at once are served round robin, an op at a time (fair shares, not FIFO).
 
 #include <sys/uio.h>
 
@@ -115,7 +116,15 @@ class IoWorker {
     size_t outstanding = 0;
   };
   std::unordered_map<IoGroup*, GroupState> groups_;
-  std::deque<IoOp*> pending_;
+  // Ops not yet started, one queue per group, served round robin (one op of each group in
+  // turn): concurrent batches share the device and its rate limiter as requests share a storage
+  // NIC (processor sharing, as the simulator models it), so a one-block write never waits behind
+  // a 100-block read that came first.
+  struct PendingGroup {
+    IoGroup* group = nullptr;
+    std::deque<IoOp*> ops;
+  };
+  std::deque<PendingGroup> pending_;
   int in_flight_sqes_ = 0;  // SQEs whose CQE has not been reaped (cancels and wake excluded)
   int in_flight_ops_ = 0;   // ops submitted to the kernel and not yet finished
   bool stopping_ = false;
