@@ -63,13 +63,16 @@ class [[nodiscard]] Result {
     }                                                                               \
   } while (0)
 
-// DP_ASSIGN_OR_RETURN(lhs, expr): evaluates the Result `expr`; on error returns its Status,
-// else assigns (moves) the value to `lhs` (which may be a declaration, e.g. `auto x`).
-#define DP_ASSIGN_OR_RETURN(lhs, expr) \
-  DP_ASSIGN_OR_RETURN_IMPL_(DP_CONCAT_(dp_result_, __LINE__), lhs, expr)
-#define DP_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
-  auto tmp = (expr);                              \
-  if (!tmp.is_ok()) return tmp.status();          \
+// DP_ASSIGN_OR_RETURN(lhs, expr) or DP_ASSIGN_OR_RETURN(lhs, expr, "fmt {}", args...): evaluates
+// the Result `expr`; on error returns its Status (prefixed with the formatted context when one is
+// given), else assigns (moves) the value to `lhs` (which may be a declaration, e.g. `auto x`).
+#define DP_ASSIGN_OR_RETURN(lhs, expr, ...) \
+  DP_ASSIGN_OR_RETURN_IMPL_(DP_CONCAT_(dp_result_, __LINE__), lhs, expr __VA_OPT__(, ) __VA_ARGS__)
+#define DP_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr, ...)                                     \
+  auto tmp = (expr);                                                                      \
+  if (!tmp.is_ok()) {                                                                     \
+    return ::dualpath::internal::add_context(tmp.status() __VA_OPT__(, ) __VA_ARGS__); \
+  }                                                                                       \
   lhs = std::move(tmp).value()
 
 #include <fmt/format.h>

@@ -188,9 +188,13 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
         p.request_id, p.hit_tokens, n, p.gen_tokens));
   }
   const int64_t blocks = (n + p.gen_tokens + bt - 1) / bt;
-  // Oracle: the KV is taken to be in HBM already, so the request needs no DE buffer.
+  // Oracle: the KV is taken to be in HBM already, so the request needs no DE buffer. A full
+  // buffer is backpressure: the request waits for room (the simulator's buffer wait).
   if (!p.oracle) {
-    DP_ASSIGN_OR_RETURN(r->buffer, rt_.dram().allocate(blocks * fb));
+    DP_ASSIGN_OR_RETURN(r->buffer, rt_.dram().allocate_wait(blocks * fb, deadline, [&] {
+      return rt_.cancels().cancelled(p.request_id);
+    }), "request {}", p.request_id);
+    r->prepared_at = Clock::now();  // the buffer's TTL runs from here
   }
   r->hit_blocks = p.hit_tokens / bt;
   HopBytes bytes;
@@ -265,21 +269,32 @@ Result<std::optional<DecodeEngine::PendingPersist>> DecodeEngine::start_persist(
   const int64_t row = layout.bytes_per_token_per_layer;
   PendingPersist p;
   p.block = block;
-  DP_ASSIGN_OR_RETURN(p.staging, rt_.dram().allocate(fb));
+  p.key = key;
+  DP_ASSIGN_OR_RETURN(p.staging, rt_.dram().allocate(fb), "block {}: no staging slot", block);
   std::vector<transport::RmaRequest> puts;
   for (int64_t l = 0; l < layout.layers; ++l) {
     puts.push_back({hbm.subspan(l * layer_stride_bytes + block * layout.block_tokens * row, lb),
                     &rt_.local_dram(engine), p.staging.offset_bytes() + l * lb});
   }
   transport::TrafficManager& tm = rt_.traffic(engine);
-  DP_ASSIGN_OR_RETURN(auto op, tm.put(transport::TrafficClass::kKv, tm.local_endpoint(), puts));
-  DP_RETURN_IF_ERROR(op.wait(), "copy block {} from DE HBM to the DE buffer", block);
-  store::WriteRequest write{key, p.staging.bytes()};
-  DP_ASSIGN_OR_RETURN(p.batch, rt_.store().write(std::span(&write, 1)));
+  DP_ASSIGN_OR_RETURN(p.copy, tm.put(transport::TrafficClass::kKv, tm.local_endpoint(), puts),
+                      "copy block {} from DE HBM to the DE buffer", block);
   return std::optional<PendingPersist>(std::move(p));
 }
 
+Status DecodeEngine::advance_persist(PendingPersist& p, bool wait) {
+  if (p.written) return Status::ok();
+  if (!wait && !p.copy.done()) return Status::ok();
+  DP_RETURN_IF_ERROR(p.copy.wait(), "copy block {} from DE HBM to the DE buffer", p.block);
+  store::WriteRequest write{p.key, p.staging.bytes()};
+  DP_ASSIGN_OR_RETURN(p.batch, rt_.store().write(std::span(&write, 1)), "persist block {}",
+                      p.block);
+  p.written = true;
+  return Status::ok();
+}
+
 Status DecodeEngine::finish_persist(PendingPersist& p, HopBytes& bytes) {
+  DP_RETURN_IF_ERROR(advance_persist(p, true));
   DP_RETURN_IF_ERROR(p.batch.wait_for(rt_.setup().timeout), "persist block {}", p.block);
   DP_RETURN_IF_ERROR(p.batch.results()[0], "persist block {}", p.block);
   bytes.persist += static_cast<int64_t>(p.staging.size_bytes());
@@ -322,7 +337,11 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   const int64_t capacity_tokens = (n + p.gen_tokens + bt - 1) / bt * bt;
   const int64_t stride = capacity_tokens * row;
   const int engine = p.engine;
-  DP_ASSIGN_OR_RETURN(SlotLease hbm, rt_.hbm(engine).allocate(layers * stride));
+  DP_ASSIGN_OR_RETURN(SlotLease hbm,
+                      rt_.hbm(engine).allocate_wait(layers * stride,
+                                                    Clock::now() + rt_.setup().timeout,
+                                                    [&] { return rt_.cancels().cancelled(id); }),
+                      "request {}: DE HBM", id);
   if (!p.oracle) {
     std::vector<transport::RmaRequest> puts;
     for (int64_t b = 0; b * bt < n; ++b) {
@@ -352,18 +371,39 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   // one-block staging lease of the DE buffer until its write (with fsync) is done.
   const bool persist = !p.oracle;
   std::deque<PendingPersist> persisting;
-  auto persist_block = [&](int64_t b) -> Status {
-    while (persisting.size() >= kPersistsInFlight) {
-      DP_RETURN_IF_ERROR(finish_persist(persisting.front(), bytes), "request {}", id);
-      persisting.pop_front();
+  int64_t skipped = 0;
+  auto skip = [&](const Status& why) {
+    if (skipped++ == 0) {
+      DP_LOG_WARN("request {}: a block is not persisted, the cache degrades: {}", id,
+                  why.to_string());
     }
+  };
+  auto finish_oldest = [&] {
+    if (Status st = finish_persist(persisting.front(), bytes); !st.is_ok()) skip(st);
+    persisting.pop_front();
+  };
+  auto persist_block = [&](int64_t b) {
+    while (persisting.size() >= kPersistsInFlight) finish_oldest();
     auto started = start_persist(engine, keys[b], hbm_bytes, b, stride);
-    if (!started.is_ok()) return started.status().with_context(fmt::format("request {}", id));
-    if (*started) persisting.push_back(std::move(**started));
-    return Status::ok();
+    if (!started.is_ok()) {
+      skip(started.status());
+    } else if (*started) {
+      persisting.push_back(std::move(**started));
+    }
+  };
+  // Writes for the copies that are done, without waiting for the others.
+  auto advance_all = [&] {
+    for (auto it = persisting.begin(); it != persisting.end();) {
+      if (Status st = advance_persist(*it, false); !st.is_ok()) {
+        skip(st);
+        it = persisting.erase(it);
+      } else {
+        ++it;
+      }
+    }
   };
   for (int64_t b = hit_blocks; persist && b < static_cast<int64_t>(keys.size()); ++b) {
-    DP_RETURN_IF_ERROR(persist_block(b));
+    persist_block(b);
   }
   DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend, rt_.backends().make());
   std::vector<int32_t> output{request.first_token};
@@ -411,12 +451,11 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
       const int64_t b = pos / bt;
       const store::BlockKey prev = b == 0 ? store::chain_start(fp) : keys[b - 1];
       keys.push_back(store::next_block_key(prev, std::span(sequence).subspan(b * bt, bt)));
-      DP_RETURN_IF_ERROR(persist_block(b));
+      persist_block(b);
     }
+    if (!persisting.empty()) advance_all();
   }
-  for (PendingPersist& pending : persisting) {
-    DP_RETURN_IF_ERROR(finish_persist(pending, bytes), "request {}", id);
-  }
+  while (!persisting.empty()) finish_oldest();
   flush(true);
   const double decode_s = std::chrono::duration<double>(Clock::now() - start).count();
   DecodeReply reply;
@@ -424,6 +463,7 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   reply.bytes = bytes;
   reply.decode_s = decode_s;
   reply.tpot_s = p.gen_tokens > 1 ? decode_s / static_cast<double>(p.gen_tokens - 1) : 0.0;
+  reply.persist_skipped_blocks = skipped;
   return reply;
 }
 

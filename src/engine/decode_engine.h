@@ -13,9 +13,10 @@
 //            [layer][token][bytes] in HBM so each layer's KV is one span for attention), release
 //            the buffer, greedy decoding for gen_tokens, and persistence: the prompt's new full
 //            blocks at once, and each generated block as soon as it is full, each as
-//            DE HBM -> DE buffer (a one-block staging lease) -> storage; the writes run behind
-//            the decode (up to kPersistsInFlight per request) and the turn ends once all are
-//            durable.
+//            DE HBM -> DE buffer (a one-block staging lease) -> storage; the copies and writes
+//            run behind the decode (up to kPersistsInFlight per request) and the turn ends once
+//            all are durable. A block that cannot be persisted (no staging room, a failed
+//            write) is skipped and counted: the cache degrades, the turn does not fail.
 //
 // Lifetimes. A prepared request whose decode never comes (its scheduler died, its PE failed and
 // the release was lost) is freed by reap_expired() once it is older than the setup's buffer TTL.
@@ -94,23 +95,29 @@ class DecodeEngine {
   // Sends the answer of a push to its PE.
   void answer_push(const PushLayerMsg& msg, const std::shared_ptr<PeerNode>& pe,
                    const std::shared_ptr<Request>& request, const Status& status);
-  // A block on its way to storage: its staging lease and its write. Member order matters: the
-  // batch (which waits for the write when destroyed) goes before the lease it writes from.
+  // A block on its way to storage: DE HBM -> its staging lease (a put, not waited for by the
+  // decode: a GPU's copy engine runs beside the kernels) -> its write. Member order matters: the
+  // batch (which waits for the write when destroyed) and the copy go before the lease they use.
   struct PendingPersist {
     SlotLease staging;
+    transport::Operation copy;
     store::IoBatch batch;
+    store::BlockKey key;
+    bool written = false;  // the write was submitted (the copy is done)
     int64_t block = 0;
   };
   // Blocks a decode keeps in flight to storage before it waits for the oldest.
-  static constexpr size_t kPersistsInFlight = 4;
-  // DE HBM -> staging in the DE buffer (waited for), then the write to storage (started, not
-  // waited for). nullopt when the store already holds the block.
+  static constexpr size_t kPersistsInFlight = 8;
+  // Starts DE HBM -> staging. nullopt when the store already holds the block; an error when no
+  // staging slot is free or the put cannot start (the block is skipped).
   Result<std::optional<PendingPersist>> start_persist(int engine,
                                                       const store::BlockKey& key,
                                                       std::span<std::byte> hbm,
                                                       int64_t block,
                                                       int64_t layer_stride_bytes);
-  // Waits for the write; counts its bytes.
+  // Submits the write once the copy is done; with `wait`, waits for the copy first.
+  Status advance_persist(PendingPersist& p, bool wait);
+  // Waits for the copy and the write; counts its bytes.
   Status finish_persist(PendingPersist& p, HopBytes& bytes);
 
   NodeRuntime& rt_;

@@ -178,7 +178,8 @@ Json DecodeReply::to_json() const {
   return Json{{"output_tokens", output_tokens},
               {"bytes", bytes.to_json()},
               {"decode_s", decode_s},
-              {"tpot_s", tpot_s}};
+              {"tpot_s", tpot_s},
+              {"persist_skipped_blocks", persist_skipped_blocks}};
 }
 
 Result<DecodeReply> DecodeReply::from_json(const Json& j) {
@@ -188,6 +189,7 @@ Result<DecodeReply> DecodeReply::from_json(const Json& j) {
   d.bytes = read_bytes(r, "bytes");
   d.decode_s = r.number_or("decode_s", 0, 0);
   d.tpot_s = r.number_or("tpot_s", 0, 0);
+  d.persist_skipped_blocks = r.i64_or("persist_skipped_blocks", 0, 0);
   DP_RETURN_IF_ERROR(r.status());
   return d;
 }

@@ -125,6 +125,9 @@ struct DecodeReply {
   HopBytes bytes;
   double decode_s = 0;
   double tpot_s = 0;
+  // Blocks the decode could not persist (no staging room, a failed write: a full disk): the
+  // cache is the poorer, the turn's output is unaffected.
+  int64_t persist_skipped_blocks = 0;
 
   Json to_json() const;
   static Result<DecodeReply> from_json(const Json& j);

@@ -175,7 +175,9 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
   // Storage -> PE buffer (PE read path): the hit Full Blocks, read once.
   SlotLease pe_buffer;
   if (req.path == sched::ReadPath::kPe && hit_blocks > 0) {
-    DP_ASSIGN_OR_RETURN(pe_buffer, rt_.dram().allocate(hit_blocks * fb));
+    DP_ASSIGN_OR_RETURN(pe_buffer, rt_.dram().allocate_wait(hit_blocks * fb, deadline, [&] {
+      return rt_.cancels().cancelled(req.request_id);
+    }), "request {}", req.request_id);
     const auto keys = store::block_key_chain(kv_fingerprint(rt_.setup().backend),
                                              std::span(req.tokens).first(req.hit_tokens), bt);
     std::vector<store::ReadRequest> reads;
@@ -195,7 +197,9 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
   // HBM: pipeline_depth layer slots of `blocks` Layer Blocks each ([token][bytes] rows).
   const int depth = rt_.setup().pipeline_depth;
   const size_t slot_bytes = static_cast<size_t>(blocks) * lb;
-  DP_ASSIGN_OR_RETURN(SlotLease hbm, hbm_pool.allocate(slot_bytes * depth));
+  DP_ASSIGN_OR_RETURN(SlotLease hbm, hbm_pool.allocate_wait(slot_bytes * depth, deadline, [&] {
+    return rt_.cancels().cancelled(req.request_id);
+  }), "request {}: PE HBM", req.request_id);
   auto slot_offset = [&](int64_t l) { return hbm.offset_bytes() + (l % depth) * slot_bytes; };
   auto slot = [&](int64_t l) { return hbm_pool.span().subspan(slot_offset(l), slot_bytes); };
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace dualpath::engine {
 
 SlotLease& SlotLease::operator=(SlotLease&& other) noexcept {
@@ -48,9 +50,11 @@ Result<std::unique_ptr<SlotPool>> SlotPool::create(transport::Worker& worker,
   return pool;
 }
 
-Result<SlotLease> SlotPool::allocate(uint64_t bytes) {
-  const uint64_t want = bytes == 0 ? 1 : (bytes + slot_bytes_ - 1) / slot_bytes_;
-  std::lock_guard lock(mu_);
+uint64_t SlotPool::slots_for(uint64_t bytes) const {
+  return bytes == 0 ? 1 : (bytes + slot_bytes_ - 1) / slot_bytes_;
+}
+
+std::optional<SlotLease> SlotPool::take_run(uint64_t want) {
   for (auto it = free_runs_.begin(); it != free_runs_.end(); ++it) {
     if (it->second < want) continue;
     SlotLease lease;
@@ -65,22 +69,84 @@ Result<SlotLease> SlotPool::allocate(uint64_t bytes) {
     if (rest > 0) free_runs_[rest_first] = rest;
     return lease;
   }
-  uint64_t free_slots = 0;
-  for (const auto& [first, count] : free_runs_) free_slots += count;
+  return std::nullopt;
+}
+
+uint64_t SlotPool::free_slots() const {
+  uint64_t n = 0;
+  for (const auto& [first, count] : free_runs_) n += count;
+  return n;
+}
+
+Status SlotPool::exhausted(uint64_t want, uint64_t bytes) const {
   return Status::resource_exhausted(fmt::format(
       "{}: no run of {} free slots ({} bytes) among {} free of {} slots of {} bytes; raise {}",
-      name_, want, bytes, free_slots, slots_, slot_bytes_, config_key_));
+      name_, want, bytes, free_slots(), slots_, slot_bytes_, config_key_));
+}
+
+Result<SlotLease> SlotPool::allocate(uint64_t bytes) {
+  const uint64_t want = slots_for(bytes);
+  std::lock_guard lock(mu_);
+  if (auto lease = take_run(want)) return std::move(*lease);
+  return exhausted(want, bytes);
+}
+
+Result<SlotLease> SlotPool::allocate_wait(uint64_t bytes,
+                                          std::chrono::steady_clock::time_point deadline,
+                                          const std::function<bool()>& stop) {
+  const uint64_t want = slots_for(bytes);
+  if (want > slots_) {
+    return Status::resource_exhausted(fmt::format(
+        "{}: a request of {} bytes ({} slots) is larger than the whole buffer of {} slots of {} "
+        "bytes; raise {}",
+        name_, bytes, want, slots_, slot_bytes_, config_key_));
+  }
+  // How often a waiter looks at `stop` when no slot returns.
+  constexpr auto kStopPoll = std::chrono::milliseconds(10);
+  std::unique_lock lock(mu_);
+  const uint64_t ticket = next_ticket_++;
+  waiters_.push_back(ticket);
+  auto leave = [&] {
+    waiters_.erase(std::find(waiters_.begin(), waiters_.end(), ticket));
+    returned_.notify_all();  // the next in line may fit now
+  };
+  while (true) {
+    if (waiters_.front() == ticket) {
+      if (auto lease = take_run(want)) {
+        leave();
+        return std::move(*lease);
+      }
+    }
+    if (stop && stop()) {
+      leave();
+      return Status::aborted(
+          fmt::format("{}: cancelled while waiting for {} bytes", name_, bytes));
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      const Status why = exhausted(want, bytes);
+      const auto ahead = std::find(waiters_.begin(), waiters_.end(), ticket) - waiters_.begin();
+      leave();
+      return Status::timed_out(fmt::format(
+          "{} (waited until the request's deadline with {} requests ahead)", why.message(), ahead));
+    }
+    returned_.wait_until(lock, std::min(deadline, now + kStopPoll));
+  }
+}
+
+size_t SlotPool::waiting() const {
+  std::lock_guard lock(mu_);
+  return waiters_.size();
 }
 
 uint64_t SlotPool::free_bytes() const {
   std::lock_guard lock(mu_);
-  uint64_t n = 0;
-  for (const auto& [first, count] : free_runs_) n += count;
-  return n * slot_bytes_;
+  return free_slots() * slot_bytes_;
 }
 
 void SlotPool::give_back(uint64_t first, uint64_t count) {
   std::lock_guard lock(mu_);
+  returned_.notify_all();
   auto [it, inserted] = free_runs_.emplace(first, count);
   (void)inserted;
   auto next = std::next(it);

@@ -5,13 +5,21 @@
 // through UCX, and every copy into or out of it is a traffic-manager put, as it would be with
 // GPUDirect RDMA (DESIGN.md "Data paths").
 //
-// Threads: thread-safe (one mutex around the free list). Leases are move-only RAII handles and
-// return their slots on destruction; the pool must outlive them.
+// A request that finds no room waits for it (allocate_wait: first come, first served, until its
+// deadline or its cancel), as the simulator's requests wait for buffer and HBM: a full pool is
+// backpressure, not an error. Only a request larger than the whole pool fails at once.
+//
+// Threads: thread-safe (one mutex around the free list and the queue of waiters). Leases are
+// move-only RAII handles and return their slots on destruction; the pool must outlive them.
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -64,7 +72,16 @@ class SlotPool {
 
   // A run of `bytes` (rounded up to slots), first fit. kResourceExhausted names the pool, its
   // size and what is free, and the key to raise.
+  // Never waits (and may pass the waiters of allocate_wait: one-block staging leases).
   Result<SlotLease> allocate(uint64_t bytes);
+  // Waits, in arrival order, until a run of `bytes` is free. kResourceExhausted at once when the
+  // whole pool is smaller; kTimedOut at `deadline` (naming what is free and the key to raise);
+  // kAborted when `stop` turns true (checked every few milliseconds and whenever slots return).
+  Result<SlotLease> allocate_wait(uint64_t bytes,
+                                  std::chrono::steady_clock::time_point deadline,
+                                  const std::function<bool()>& stop = {});
+  // Requests waiting in allocate_wait.
+  size_t waiting() const;
 
   transport::MemoryRegion& region() { return *region_; }
   std::span<std::byte> span() const { return region_->span(); }
@@ -77,6 +94,10 @@ class SlotPool {
   friend class SlotLease;
   SlotPool(std::string name, std::string key, uint64_t slot_bytes, uint64_t slots);
   void give_back(uint64_t first, uint64_t count);
+  uint64_t slots_for(uint64_t bytes) const;
+  std::optional<SlotLease> take_run(uint64_t want);  // requires mu_
+  uint64_t free_slots() const;                        // requires mu_
+  Status exhausted(uint64_t want, uint64_t bytes) const;  // requires mu_
 
   const std::string name_;
   const std::string config_key_;
@@ -84,7 +105,10 @@ class SlotPool {
   const uint64_t slots_;
   std::unique_ptr<transport::MemoryRegion> region_;
   mutable std::mutex mu_;
+  std::condition_variable returned_;       // slots came back, or the queue's head moved
   std::map<uint64_t, uint64_t> free_runs_;  // first slot -> count, coalesced; guarded by mu_
+  std::deque<uint64_t> waiters_;            // guarded by mu_: tickets of allocate_wait, in order
+  uint64_t next_ticket_ = 0;                // guarded by mu_
 };
 
 }  // namespace dualpath::engine

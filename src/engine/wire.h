@@ -28,6 +28,8 @@ class WireReader {
   WireReader(const Json& message, std::string what) : j_(message), what_(std::move(what)) {
     if (!j_.is_object()) fail("", "the message is not a JSON object");
   }
+  // The reader keeps a reference to the message, so a temporary would dangle.
+  WireReader(Json&&, std::string) = delete;
 
   // Required fields: a missing or mistyped one is an error.
   int64_t i64(std::string_view key,

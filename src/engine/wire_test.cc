@@ -90,9 +90,9 @@ TEST(WireReader, StatusCodesFromTheWireAreRangeChecked) {
 
 TEST(WireReader, PeersWithBadHelloFieldsAreRefused) {
   // NodeRuntime::connect_peers reads hellos with the same reader; a bad one is an error.
-  WireReader r(parse(R"({"role": "decode", "index": "one", "address": "00", "dram": "00",
-                         "hbm": ["00"]})"),
-               "peer hello");
+  const Json hello = parse(R"({"role": "decode", "index": "one", "address": "00", "dram": "00",
+                               "hbm": ["00"]})");
+  WireReader r(hello, "peer hello");
   (void)r.i64("index", 0, 100);
   EXPECT_FALSE(r.status().is_ok());
   EXPECT_NE(r.status().message().find("index"), std::string::npos);

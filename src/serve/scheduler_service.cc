@@ -820,6 +820,7 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
   out.output_tokens.insert(out.output_tokens.end(), dec_out->output_tokens.begin(),
                            dec_out->output_tokens.end());
   out.tpot_s = dec_out->tpot_s;
+  out.persist_skipped_blocks += dec_out->persist_skipped_blocks;
   out.path = oracle ? sched::ReadPath::kOracle : pre.path;
   out.pe = a.pe->id;
   out.de = a.de->id;

@@ -105,6 +105,7 @@ struct TurnResult {
       failed_nodes;  // decode or prefill nodes that died under the turn (scheduler ids)
   std::vector<std::pair<double, double>> layer_timeline;  // the prefill's (load wait, compute)
   double prefill_s = 0;  // the PE's time on the turn's prefill (its busy time)
+  int64_t persist_skipped_blocks = 0;  // blocks the decode could not persist (cache degraded)
 };
 
 // One registered node, as the service sees it.
