@@ -111,6 +111,42 @@ TEST_P(ComputeBackendContract, KvFromFullBlocksGivesTheTokenOfRecomputingAndCorr
   EXPECT_TRUE(corrupted->token != recomputed->token || corrupted->logits != reused->logits);
 }
 
+// A decode continues as a prefill of the sequence so far would: what lets a decode move to another
+// engine mid-way (a migration prefills the generated tokens there) and carry on unchanged.
+TEST_P(ComputeBackendContract, DecodeStepsGiveTheTokensOfPrefillingTheSequenceSoFar) {
+  ComputeBackend& b = *backend_;
+  const KvShape shape = b.kv_shape();
+  const auto row = static_cast<size_t>(shape.bytes_per_token_per_layer);
+  std::vector<int32_t> sequence = testing::random_tokens(128, 512, 33);
+  Blocks blocks = make_blocks(shape, 3);  // the prompt's 128 rows, then the decode's
+  auto first = run_pass(b, sequence, 0, nullptr, &blocks);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  std::vector<int32_t> decoded{first->token};
+  std::vector<std::byte> new_kv(static_cast<size_t>(shape.layers) * row);
+  for (int step = 0; step < 3; ++step) {
+    const int64_t pos = 128 + step;  // the position of the token fed back
+    std::vector<std::vector<std::span<const std::byte>>> segs(static_cast<size_t>(shape.layers));
+    std::vector<KvLayerView> views;
+    for (int l = 0; l < shape.layers; ++l) {
+      segs[l] = {blocks.layer_rows(0, l), blocks.layer_rows(1, l)};
+      if (step > 0) segs[l].push_back(blocks.layer_rows(2, l).first(step * row));
+      views.emplace_back(segs[l]);
+    }
+    const DecodeSequence seq{decoded.back(), pos, views, new_kv};
+    auto next = b.decode_step(std::span(&seq, 1));
+    ASSERT_TRUE(next.is_ok()) << next.status().to_string();
+    for (int l = 0; l < shape.layers; ++l) {  // the token's KV joins the context
+      std::copy_n(new_kv.begin() + static_cast<ptrdiff_t>(l * row), row,
+                  blocks.layer_rows(2, l).begin() + static_cast<ptrdiff_t>(step * row));
+    }
+    sequence.push_back(decoded.back());
+    decoded.push_back(next->at(0).token);
+    auto prefilled = run_pass(b, sequence, 0, nullptr, nullptr);
+    ASSERT_TRUE(prefilled.is_ok()) << prefilled.status().to_string();
+    EXPECT_EQ(prefilled->token, decoded.back()) << "step " << step;
+  }
+}
+
 TEST_P(ComputeBackendContract, LayersOutOfOrderAndEarlyFinishAreFailedPrecondition) {
   ComputeBackend& b = *backend_;
   const auto tokens = testing::random_tokens(3, 512, 22);
@@ -164,7 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
                             model::CostModel cost(*model::model_preset("tiny"),
                                                   *model::hardware_preset("h800"));
                             return std::move(
-                                ModeledBackend::create(cost, clock, {.vocab = 512}).value());
+                                ModeledBackend::create(cost, clock, {.vocab = 512, .seed = 7}).value());
                           }}),
     [](const ::testing::TestParamInfo<BackendCase>& p) { return std::string(p.param.name); });
 

@@ -167,13 +167,41 @@ Result<std::vector<NextToken>> ModeledBackend::decode_step(std::span<const Decod
     context_sum += seq.context_tokens + 1;
   }
   std::vector<NextToken> out;
-  for (const DecodeSequence& seq : batch) {
+  if (decode_digest_.size() < batch.size()) decode_digest_.resize(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const DecodeSequence& seq = batch[i];
     for (int l = 0; l < layers; ++l) {
       fill_kv_row(seq.new_kv_out.subspan(static_cast<size_t>(l) * row, row), options_.seed,
                   seq.token, seq.context_tokens, l);
     }
-    const uint64_t h = mix64(options_.seed ^ mix64(static_cast<uint64_t>(seq.context_tokens)) ^
-                             static_cast<uint64_t>(static_cast<uint32_t>(seq.token)));
+    uint64_t h = 0;
+    if (options_.digest_kv) {
+      // The prefill's digest (finish_prefill) over rows [0, context] of the last layer: the
+      // context's rows (read once per sequence, then carried), then this token's.
+      DecodeDigest& d = decode_digest_[i];
+      if (d.rows != seq.context_tokens) {
+        d.digest = mix64(options_.seed);  // as begin_prefill starts it
+        int64_t rows = 0;
+        for (std::span<const std::byte> seg : seq.kv_per_layer[layers - 1]) {
+          for (size_t off = 0; off + row <= seg.size(); off += row, ++rows) {
+            d.digest = mix64(d.digest ^ kv_row_digest(seg.subspan(off, row)));
+          }
+        }
+        if (rows != seq.context_tokens) {
+          return Status::invalid_argument(fmt::format(
+              "modeled compute decode, sequence {}: {} KV rows in the last layer for a context "
+              "of {} tokens",
+              i, rows, seq.context_tokens));
+        }
+      }
+      d.digest = mix64(d.digest ^ kv_row_digest(seq.new_kv_out.subspan(
+                                      static_cast<size_t>(layers - 1) * row, row)));
+      d.rows = seq.context_tokens + 1;
+      h = d.digest;
+    } else {
+      h = mix64(options_.seed ^ mix64(static_cast<uint64_t>(seq.context_tokens)) ^
+                static_cast<uint64_t>(static_cast<uint32_t>(seq.token)));
+    }
     out.push_back({token_from(h, options_.vocab), {}});
   }
   if (!batch.empty()) {

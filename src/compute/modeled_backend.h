@@ -12,8 +12,12 @@
 // times `kv_scale` (e.g. 1/16 to carry DS 660B's KV shape with fewer bytes), filled by
 // fill_kv_row(seed, token, position, layer). The output token of a prefill is a digest of every
 // KV row of the last layer, cached and new, in order (when `digest_kv`): wrong or missing cached
-// bytes change it, and a prefix loaded from storage gives the same token as recomputing it. Decode
-// tokens depend on (seed, token, position) only.
+// bytes change it, and a prefix loaded from storage gives the same token as recomputing it. A
+// decode step's token is the same digest over its context's last-layer rows and its own (kept
+// incrementally across the steps of one sequence), so decoding continues exactly as a prefill of
+// the sequence so far would: a decode moved to another engine, which prefills what was generated
+// (a migration), carries on with the same tokens, as a real model's would. Without `digest_kv`
+// both depend on (seed, last token, position) only.
 //
 // Thread-compatible (one engine thread); the clock is shared and thread-safe.
 
@@ -76,6 +80,13 @@ class ModeledBackend final : public ComputeBackend {
   ModeledOptions options_;
   int64_t row_bytes_ = 0;
   std::vector<Sequence> pass_;
+  // Per decode batch slot: the digest of the last layer's rows [0, rows) of the sequence last
+  // decoded in it (a step whose context is `rows` continues it; any other starts over).
+  struct DecodeDigest {
+    int64_t rows = -1;
+    uint64_t digest = 0;
+  };
+  std::vector<DecodeDigest> decode_digest_;
   int next_layer_ = 0;
   bool in_pass_ = false;
   Duration layer_time_{0};

@@ -14,6 +14,7 @@
 #include "common/subprocess.h"
 #include "serve/cluster.h"
 #include "serve/test_cluster.h"
+#include "engine/engine_config.h"
 #include "store/temp_dir.h"
 #include "transport/oob_channel.h"
 
@@ -31,10 +32,12 @@ std::vector<int32_t> prompt(int n, int mul) {
   return t;
 }
 
-// The reference: the same turn recomputed on a fresh, undisturbed cluster.
-std::vector<int32_t> recomputed(const std::vector<int32_t>& tokens, int64_t gen) {
+// The reference: the same turn recomputed on a fresh, undisturbed cluster (of `make`'s kind).
+std::vector<int32_t> recomputed(const std::vector<int32_t>& tokens,
+                                int64_t gen,
+                                ClusterOptions (*make)(const std::string&, int) = test_cluster) {
   TempDir dir;
-  auto c = Cluster::start(test_cluster(dir.path(), 1));
+  auto c = Cluster::start(make(dir.path(), 1));
   EXPECT_TRUE(c.is_ok()) << c.status().to_string();
   if (!c.is_ok()) return {};
   TurnRequest r;
@@ -159,9 +162,14 @@ TEST(Serve, DecodeNodeKilledBeforeThePrefillIsRetriedElsewhereWithTheTokensOfRec
   EXPECT_EQ(turn->output_tokens, recomputed(r.tokens, r.gen_tokens));
 }
 
-TEST(Serve, DecodeNodeKilledMidDecodeIsMigratedAndReadsItsPersistedBlocks) {
+// On the CPU transformer and on the modeled backend (whose tokens digest the KV they consume):
+// both continue a migrated decode with the tokens of recomputing it.
+class ServeMigration
+    : public ::testing::TestWithParam<ClusterOptions (*)(const std::string&, int)> {};
+
+TEST_P(ServeMigration, DecodeNodeKilledMidDecodeIsMigratedAndReadsItsPersistedBlocks) {
   TempDir dir;
-  ClusterOptions o = test_cluster(dir.path(), 2);
+  ClusterOptions o = GetParam()(dir.path(), 2);
   o.config.engine.request_timeout = 10s;
   auto c = Cluster::start(o);
   ASSERT_TRUE(c.is_ok()) << c.status().to_string();
@@ -188,13 +196,20 @@ TEST(Serve, DecodeNodeKilledMidDecodeIsMigratedAndReadsItsPersistedBlocks) {
   // The migrated attempt hit the blocks the dead node persisted: the prompt's and at least the
   // generated ones before the kill (block-rounded down), and read them from storage.
   EXPECT_GE(turn->migrated_hit_tokens, (320 + 128) / 64 * 64);
-  EXPECT_GE(turn->migrated_read_bytes, turn->migrated_hit_tokens * 4 * 512);
+  auto kv = engine::model_kv_shape(o.config.engine);
+  ASSERT_TRUE(kv.is_ok());
+  EXPECT_GE(turn->migrated_read_bytes,
+            turn->migrated_hit_tokens * kv->layers * kv->bytes_per_token_per_layer);
   // The client saw one stream: every token once, in order.
   EXPECT_EQ(streamed, turn->output_tokens);
   r.on_fault_point = nullptr;
   r.on_tokens = nullptr;
-  EXPECT_EQ(turn->output_tokens, recomputed(r.tokens, r.gen_tokens));
+  EXPECT_EQ(turn->output_tokens, recomputed(r.tokens, r.gen_tokens, GetParam()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, ServeMigration,
+                         ::testing::Values(&test_cluster, &fast_modeled_cluster),
+                         [](const auto& p) { return p.index == 0 ? "cpu" : "modeled"; });
 
 TEST(Serve, PrefillNodeKilledMidTurnIsRequeuedOnTheOtherPrefillNode) {
   TempDir dir;
