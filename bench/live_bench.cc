@@ -8,11 +8,14 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <thread>
 
 #include "bench/session_stream.h"
 #include "engine/engine_config.h"
+#include "sim/experiment.h"
+#include "sim/stop_rule.h"
 
 namespace dualpath::bench {
 
@@ -35,6 +38,7 @@ struct TurnRecord {
   double started_s = 0;
   double first_token_s = 0;    // the prefill's end
   double second_token_s = -1;  // the second token's arrival (-1: one token)
+  double finished_s = 0;
 };
 
 }  // namespace
@@ -60,18 +64,33 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   int64_t done = 0;  // guarded by progress_mu
   const auto start = Clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  const double duration_real = options.duration_s * dilation;
+
+  // Online: the simulator's stop rule, checked every check interval of emulated time; once it
+  // fires no turn starts (and no agent arrives) any more.
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  sim::OnlineStopRule rule(options.slo);  // guarded by stop_mu
+  bool stopped = false;                   // guarded by stop_mu
+  bool agents_done = false;               // guarded by stop_mu
+  double stop_at_s = -1;                  // guarded by stop_mu: emulated
+  std::string stop_reason;                // guarded by stop_mu
+  auto is_stopped = [&] {
+    std::lock_guard lock(stop_mu);
+    return stopped;
+  };
 
   auto run_agent = [&](size_t a) {
     AgentRun& run = runs[a];
     const sim::AgentPlan& plan = agents[a];
     if (options.online) {
-      std::this_thread::sleep_until(start + from_seconds(plan.start_s * dilation));
+      std::unique_lock lock(stop_mu);
+      stop_cv.wait_until(lock, start + from_seconds(plan.start_s * dilation),
+                         [&] { return stopped; });
     }
     run.start_s = seconds();
     SessionStream session(options.seed, static_cast<int64_t>(a), shape.vocab);
     for (size_t t = 0; t < plan.turns.size(); ++t) {
-      if (options.online && duration_real > 0 && seconds() > duration_real) break;
+      if (options.online && is_stopped()) break;
       const workload::TurnShape& turn = plan.turns[t];
       // The turn keeps `context_tokens` of what came before (a trace's compaction cuts it).
       session.keep(turn.context_tokens);
@@ -90,8 +109,13 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
       request.on_tokens = [&](std::span<const int32_t> tokens) {
         const int64_t before =
             arrived.fetch_add(static_cast<int64_t>(tokens.size()), std::memory_order_relaxed);
+        const double now = seconds();
+        if (before == 0 && options.online) {
+          std::lock_guard lock(stop_mu);
+          rule.add(now / dilation, (now - rec.started_s) / dilation);
+        }
         if (before < 2 && before + static_cast<int64_t>(tokens.size()) >= 2) {
-          rec.second_token_s = seconds();
+          rec.second_token_s = now;
         }
       };
       auto result = cluster.run_turn(std::move(request));
@@ -101,6 +125,7 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
         break;
       }
       rec.first_token_s = rec.started_s + result->ttft_s;
+      rec.finished_s = seconds();
       session.add_output(*result);
       rec.result = std::move(result).value();
       run.turns.push_back(std::move(rec));
@@ -111,16 +136,36 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
     run.finish_s = seconds();
   };
 
+  // The stop rule, on its own thread.
+  std::thread monitor;
+  if (options.online) {
+    monitor = std::thread([&] {
+      std::unique_lock lock(stop_mu);
+      for (int64_t k = 1;; ++k) {
+        const double at = static_cast<double>(k) * options.slo.check_interval_s;
+        if (stop_cv.wait_until(lock, start + from_seconds(at * dilation),
+                               [&] { return agents_done; })) {
+          return;
+        }
+        const std::string_view why = rule.check(at);
+        if (!why.empty()) {
+          stopped = true;
+          stop_at_s = at;
+          stop_reason = std::string(why);
+          stop_cv.notify_all();
+          return;
+        }
+      }
+    });
+  }
+
   // The fault, on its own thread, at its emulated time.
-  std::mutex fault_mu;
-  std::condition_variable fault_cv;
-  bool agents_done = false;  // guarded by fault_mu
   std::thread fault;
   if (options.kill && cluster.local_nodes() != nullptr) {
     fault = std::thread([&] {
-      std::unique_lock lock(fault_mu);
-      if (fault_cv.wait_until(lock, start + from_seconds(options.kill_at_s * dilation),
-                              [&] { return agents_done; })) {
+      std::unique_lock lock(stop_mu);
+      if (stop_cv.wait_until(lock, start + from_seconds(options.kill_at_s * dilation),
+                             [&] { return agents_done; })) {
         return;
       }
       (void)cluster.local_nodes()->signal(*options.kill, SIGKILL);
@@ -130,11 +175,12 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   for (size_t a = 0; a < agents.size(); ++a) threads.emplace_back(run_agent, a);
   for (auto& th : threads) th.join();
   {
-    std::lock_guard lock(fault_mu);
+    std::lock_guard lock(stop_mu);
     agents_done = true;
   }
-  fault_cv.notify_all();
+  stop_cv.notify_all();
   if (fault.joinable()) fault.join();
+  if (monitor.joinable()) monitor.join();
 
   LiveBenchResult r;
   r.time_dilation = dilation;
@@ -143,9 +189,26 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   r.decode_nodes = D;
   r.storage_read_by_node.assign(static_cast<size_t>(P + D), 0);
   std::vector<double> pe_busy(static_cast<size_t>(P), 0.0);
-  std::vector<double> ttft, ttst, tpot;
+  std::vector<double> ttft, ttst, tpot, turn_times;
   // Storage bytes per window and node: each turn's reads land before its first token.
-  const double window_real = options.window_s * dilation;
+  const double window_real = options.balance_window_s * dilation;
+  // The latencies' window (emulated): online the last one before the stop, as the simulator's.
+  r.stop_reason = options.online ? (stop_at_s >= 0 ? stop_reason : "all_done") : "";
+  double report_to = std::numeric_limits<double>::infinity(), report_from = -report_to;
+  if (options.online) {
+    double end = stop_at_s;
+    if (end < 0) {
+      for (const AgentRun& run : runs) end = std::max(end, run.finish_s / dilation);
+    }
+    report_to = end;
+    report_from = std::max(0.0, end - options.slo.window_s);
+    r.report_from_s = report_from;
+    r.report_to_s = report_to;
+  }
+  auto reported = [&](double real_s) {
+    const double t = real_s / dilation;
+    return t > report_from && t <= report_to;
+  };
   std::vector<std::vector<double>> window_bytes;
   for (const AgentRun& run : runs) {
     r.jct_real_s = std::max(r.jct_real_s, run.finish_s);
@@ -174,10 +237,13 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
         if (window_bytes.size() <= w) window_bytes.resize(w + 1, std::vector<double>(P + D, 0.0));
         window_bytes[w][node] += static_cast<double>(t.bytes.storage_read);
       }
-      ttft.push_back(t.ttft_s / dilation);
-      if (rec.second_token_s >= 0)
+      r.persist_skipped_blocks += t.persist_skipped_blocks;
+      turn_times.push_back((rec.finished_s - rec.started_s) / dilation);
+      if (reported(rec.first_token_s)) ttft.push_back(t.ttft_s / dilation);
+      if (rec.second_token_s >= 0 && reported(rec.second_token_s))
         ttst.push_back((rec.second_token_s - rec.first_token_s) / dilation);
-      if (t.output_tokens.size() > 1) tpot.push_back(t.tpot_s / dilation);
+      if (t.output_tokens.size() > 1 && reported(rec.finished_s))
+        tpot.push_back(t.tpot_s / dilation);
     }
     r.agent_output_digest.push_back(h);
   }
@@ -185,13 +251,15 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   r.ttft = summarize(ttft);
   r.ttst = summarize(ttst);
   r.tpot = summarize(tpot);
+  r.turn_s = summarize(turn_times);
   r.ttft_p50_s = r.ttft.p50;
   r.ttft_p99_s = r.ttft.p99;
   r.ttft_mean_s = r.ttft.mean;
   r.tpot_p50_s = r.tpot.p50;
   r.tpot_p99_s = r.tpot.p99;
-  r.slo_met = r.ttft.count > 0 && r.failed_turns == 0 && r.ttft.mean <= options.slo_ttft_s &&
-              r.tpot.mean <= options.slo_tpot_s;
+  r.slo_met = r.ttft.count > 0 && r.failed_turns == 0 &&
+              r.ttft.get(options.slo.slo_statistic) <= options.slo.slo_ttft_s &&
+              r.tpot.get(options.slo.slo_statistic) <= options.slo.slo_tpot_s;
   // Balance over the nodes allowed to read: every node when both paths run, the prefill nodes
   // for the PE path alone.
   const bool dual = r.de_path_turns > 0;
@@ -229,11 +297,7 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   return r;
 }
 
-namespace {
-Json latency_json(const LatencyStats& s) {
-  return {{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"count", s.count}};
-}
-}  // namespace
+using sim::latency_json;
 
 Json LiveBenchResult::to_json() const {
   return Json{{"jct_s", jct_s},
@@ -261,6 +325,7 @@ Json LiveBenchResult::to_json() const {
               {"ttft_s", latency_json(ttft)},
               {"ttst_s", latency_json(ttst)},
               {"tpot_s", latency_json(tpot)},
+              {"turn_s", latency_json(turn_s)},
               {"slo_met", slo_met},
               {"ttft_p50_s", ttft_p50_s},
               {"ttft_p99_s", ttft_p99_s},
@@ -269,6 +334,10 @@ Json LiveBenchResult::to_json() const {
               {"tpot_p99_s", tpot_p99_s},
               {"agent_jct_s", agent_jct_s},
               {"agent_output_digest", agent_output_digest},
+              {"stop_reason", stop_reason},
+              {"report_from_s", report_from_s},
+              {"report_to_s", report_to_s},
+              {"persist_skipped_blocks", persist_skipped_blocks},
               {"errors", errors}};
 }
 
@@ -310,7 +379,17 @@ std::string LiveBenchResult::table() const {
   out += fmt::format("  TTFT mean/p50/p90/p99      {} s emulated\n", lat(ttft, 1));
   out += fmt::format("  TTST mean/p50/p90/p99      {} s emulated\n", lat(ttst, 1));
   out += fmt::format("  TPOT mean/p50/p90/p99      {} ms emulated\n", lat(tpot, 1e3));
+  out += fmt::format("  turn time p50 / max        {:.1f} / {:.1f} s emulated\n", turn_s.p50,
+                     turn_s.max);
+  if (!stop_reason.empty()) {
+    out += fmt::format("  latencies over             {:.0f}-{:.0f} s emulated (stopped: {})\n",
+                       report_from_s, report_to_s, stop_reason);
+  }
   out += fmt::format("  SLO                        {}\n", slo_met ? "met" : "NOT met");
+  if (persist_skipped_blocks > 0) {
+    out += fmt::format("  blocks not persisted       {} (the cache degraded)\n",
+                       persist_skipped_blocks);
+  }
   for (const std::string& e : errors) out += "  error: " + e + "\n";
   return out;
 }

@@ -12,7 +12,9 @@
 //   output    = exactly gen_i tokens, which join the context.
 //
 // Offline every agent starts at once; online (the simulator's Poisson agents, --aps) each starts
-// at its arrival time, and no turn starts after the duration. The scheduler places every turn
+// at its arrival time, and the simulator's stop rule (sim/stop_rule.h: the TTFT over the last
+// window past the SLO, a steady state, or the duration) ends the run: no turn starts after it,
+// the turns in flight finish, and the latencies are those of the last window before it. The scheduler places every turn
 // (PAPER.md §8). Times are reported in emulated seconds (real seconds / time_dilation) next to
 // the real ones, so a modeled cluster's figures compare with the simulator's. A turn that fails
 // is counted (failed_turns) and ends its agent; the others go on.
@@ -20,7 +22,8 @@
 // Fault injection (the failure checks of docs/serve.md): one node is SIGKILLed at a given
 // emulated time; its turns are retried or migrated by the service.
 //
-// Threads: run_live_bench blocks; it runs one thread per agent (and one for the fault) and calls
+// Threads: run_live_bench blocks; it runs one thread per agent (and one for the fault, one for
+// the stop rule) and calls
 // `progress` from them, one call at a time.
 
 #include <cstdint>
@@ -31,6 +34,7 @@
 #include "common/percentiles.h"
 #include "serve/cluster.h"
 #include "sim/cluster_sim.h"
+#include "sim/sim_config.h"
 
 namespace dualpath::bench {
 
@@ -43,11 +47,10 @@ struct LiveBenchOptions {
   sched::PathRequest path;  // a fixed read path, or nullopt: the service's policy
   uint64_t seed = 1;        // the appended token ids
   bool online = false;      // agents start at their AgentPlan::start_s (emulated)
-  double duration_s = 0;    // online: no turn starts after this (emulated; 0: none)
-  double window_s = 10;     // emulated seconds per storage-NIC balance window (PAPER.md Fig. 13)
-  // The SLO the latencies are judged by (sim/sim_config.h OnlineConfig's defaults).
-  double slo_ttft_s = 4.0;
-  double slo_tpot_s = 0.050;
+  // The SLO the latencies are judged by, and online the simulator's stop rule and report window
+  // (sim/stop_rule.h): duration_s caps the run, window_s is the latencies' window.
+  sim::OnlineConfig slo;
+  double balance_window_s = 10;  // emulated seconds per storage-NIC balance window (Fig. 13)
   // Fault: SIGKILL this node at this emulated time (it stays down).
   std::optional<engine::NodeId> kill;
   double kill_at_s = 0;
@@ -79,8 +82,15 @@ struct LiveBenchResult {
   double snic_max_over_avg = 0;
   // max/avg over the PE nodes of their prefill busy time.
   double pe_busy_max_over_avg = 0;
-  LatencyStats ttft, ttst, tpot;  // emulated seconds
+  // Emulated seconds. Online: over the last window before the stop, as the simulator reports.
+  LatencyStats ttft, ttst, tpot;
+  LatencyStats turn_s;  // every turn, start to last token (emulated): nothing hangs
   bool slo_met = false;
+  // Online: why no more turns started (the simulator's stop rule: "ttft_slo", "steady_state",
+  // "duration"; "all_done" when every agent finished first), and the window reported.
+  std::string stop_reason;
+  double report_from_s = 0, report_to_s = 0;
+  int64_t persist_skipped_blocks = 0;  // blocks the decodes could not persist (cache degraded)
   double ttft_p50_s = 0, ttft_p99_s = 0, ttft_mean_s = 0;  // emulated (as ttft)
   double tpot_p50_s = 0, tpot_p99_s = 0;                   // emulated (as tpot)
   std::vector<double> agent_jct_s;  // per agent, emulated seconds from its start

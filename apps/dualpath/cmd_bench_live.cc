@@ -87,10 +87,6 @@ Result<BenchConfigs> load_configs(const LiveArgs& a) {
   if (a.duration_s) {
     if (!a.aps) return Status::invalid_argument("--duration goes with --aps (an online run)");
     c.sim.online.duration_s = *a.duration_s;
-  } else if (a.aps) {
-    return Status::invalid_argument(
-        "--aps needs --duration: the emulated seconds during which turns start (e.g. --duration "
-        "600); a live run of the simulator's 3-hour default would take hours");
   }
   if (c.sim.think_time) {
     return Status::invalid_argument(
@@ -197,17 +193,19 @@ Result<ModeRun> run_mode(const BenchConfigs& cfgs,
         "dualpath bench live: %s: %d prefill + %d decode node processes, %zu agents%s, "
         "storage NIC %.3f Gb/s per node (real time)\n",
         mode.c_str(), cfgs.live.engine.prefill_nodes, cfgs.live.engine.decode_nodes, agents.size(),
-        cfgs.sim.online.enabled() ? fmt::format(" arriving at {} APS", cfgs.sim.online.aps).c_str()
-                                  : "",
+        cfgs.sim.online.enabled()
+            ? fmt::format(" arriving at {} APS (the run stops by the simulator's rule, after at "
+                          "most {:.0f} emulated s)",
+                          cfgs.sim.online.aps, cfgs.sim.online.duration_s)
+                  .c_str()
+            : "",
         cfgs.live.engine.emulated_snic_gbps());
   }
   DP_ASSIGN_OR_RETURN(auto cluster, serve::Cluster::start(options));
   bench::LiveBenchOptions lo;
   lo.seed = cfgs.sim.seed;
   lo.online = cfgs.sim.online.enabled();
-  lo.duration_s = lo.online ? cfgs.sim.online.duration_s : 0;
-  lo.slo_ttft_s = cfgs.sim.online.slo_ttft_s;
-  lo.slo_tpot_s = cfgs.sim.online.slo_tpot_s;
+  lo.slo = cfgs.sim.online;
   if (!a.kill.empty()) {
     DP_ASSIGN_OR_RETURN(auto kill, parse_kill(a.kill));
     lo.kill = kill.first;
@@ -366,7 +364,8 @@ void setup(CLI::App& parent, int& exit_code) {
                   "online: agents arriving per emulated second (the simulator's Poisson agents)");
   cmd->add_option("--duration", args->duration_s,
                   "online: no turn starts after this many emulated seconds (default "
-                  "online.duration_s)");
+                  "online.duration_s); the simulator's stop rule may end the run sooner (the TTFT "
+                  "over the last online.window_s past the SLO, or a steady state)");
   cmd->add_option("--kill", args->kill,
                   "fault: SIGKILL one node mid-run, ROLE:INDEX@SECONDS (emulated), e.g. "
                   "decode:0@120; its turns are retried or migrated");

@@ -49,6 +49,7 @@ LatencyStats summarize(std::vector<double> samples) {
   s.p50 = sorted_percentile(samples, 0.5);
   s.p90 = sorted_percentile(samples, 0.9);
   s.p99 = sorted_percentile(samples, 0.99);
+  s.max = samples.back();
   return s;
 }
 

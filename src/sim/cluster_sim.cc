@@ -14,6 +14,7 @@
 #include "sched/cluster_scheduler.h"
 #include "sim/event_queue.h"
 #include "sim/ps_server.h"
+#include "sim/stop_rule.h"
 
 namespace dualpath::sim {
 namespace {
@@ -105,7 +106,11 @@ struct DeEngine {
 class ClusterSim {
  public:
   ClusterSim(const SimConfig& cfg, const std::vector<AgentPlan>& agents, const SimOptions& opt)
-      : cfg_(cfg), agents_(agents), opt_(opt), cost_(cfg.model, cfg.hw, cfg.eff) {}
+      : cfg_(cfg),
+        agents_(agents),
+        opt_(opt),
+        cost_(cfg.model, cfg.hw, cfg.eff),
+        stop_rule_(cfg.online) {}
 
   Result<SimResult> run();
 
@@ -148,7 +153,6 @@ class ClusterSim {
   void write_bytes(uint32_t node, double bytes);
   void record_first_token(const Req& r);
   void on_check();
-  double window_statistic(double from, double to) const;
   void reschedule_writes(uint32_t node);
   void on_write_done(uint32_t node, uint64_t version);
   SimResult collect(double wall_s);
@@ -186,7 +190,7 @@ class ClusterSim {
   // Online (cfg_.online.enabled() or a timestamped trace).
   bool online_ = false, trace_ = false, stopped_ = false;
   std::string stop_reason_;
-  std::vector<double> window_stat_;  // the stop rule's TTFT statistic at each check (NaN: none)
+  OnlineStopRule stop_rule_;
   struct Gauge {
     double t;
     double live_kv_tokens;
@@ -819,15 +823,8 @@ void ClusterSim::record_first_token(const Req& r) {
       static_cast<float>(read_start - r.t_admitted), static_cast<float>(r.t_pass - r.t_read_done),
       static_cast<float>(r.t_assigned - r.t_pe), static_cast<float>(r.t_admitted - r.t_assigned),
       static_cast<float>(r.t_read_done - read_start), static_cast<float>(r.t_first - r.t_pass)});
-}
-
-double ClusterSim::window_statistic(double from, double to) const {
-  std::vector<double> v;
-  for (auto it = first_tokens_.rbegin(); it != first_tokens_.rend() && it->t > from; ++it) {
-    if (it->t <= to) v.push_back(it->ttft);
-  }
-  if (v.empty()) return std::nan("");
-  return summarize(std::move(v)).get(cfg_.online.slo_statistic);
+  // The stop rule sees the TTFT as stored (a float), as the report does.
+  if (online_ && !trace_) stop_rule_.add(now_, first_tokens_.back().ttft);
 }
 
 // Online: every check_interval_s, sample the working set and apply the stop rule of PAPER.md §9
@@ -835,29 +832,13 @@ double ClusterSim::window_statistic(double from, double to) const {
 void ClusterSim::on_check() {
   const OnlineConfig& o = cfg_.online;
   gauges_.push_back({now_, live_kv_tokens_, static_cast<int>(agents_arrived_ - agents_finished_)});
-  if (now_ >= o.duration_s - 1e-9) {
+  const std::string_view stop = stop_rule_.check(now_, !trace_);
+  if (!stop.empty()) {
     stopped_ = true;
-    stop_reason_ = "duration";
+    stop_reason_ = std::string(stop);
     return;
   }
   if (!trace_) {
-    const double w = window_statistic(now_ - o.window_s, now_);
-    window_stat_.push_back(w);
-    if (!std::isnan(w) && w > o.slo_ttft_s) {
-      stopped_ = true;
-      stop_reason_ = "ttft_slo";
-      return;
-    }
-    const auto back = static_cast<size_t>(std::llround(o.lookback_s / o.check_interval_s));
-    if (now_ >= o.lookback_s + o.window_s && window_stat_.size() > back) {
-      const double past = window_stat_[window_stat_.size() - 1 - back];
-      if (!std::isnan(w) && !std::isnan(past) && past > 0 &&
-          std::abs(w - past) <= o.steady_tolerance * past) {
-        stopped_ = true;
-        stop_reason_ = "steady_state";
-        return;
-      }
-    }
     // Only the last window is ever reported or watched: drop what is older.
     const double keep_from = now_ - o.window_s - o.check_interval_s;
     while (!first_tokens_.empty() && first_tokens_.front().t < keep_from) first_tokens_.pop_front();
@@ -1124,7 +1105,7 @@ Result<SimResult> simulate(const SimConfig& cfg,
                            const std::vector<AgentPlan>& agents,
                            const SimOptions& options) {
   DP_RETURN_IF_ERROR(cfg.validate());
-  if (agents.empty()) return Status::invalid_argument("no agents to simulate; use --agents N >= 1");
+  if (agents.empty()) return Status::invalid_argument("no agents to simulate: workload.agents must be at least 1");
   ClusterSim sim(cfg, agents, options);
   return sim.run();
 }

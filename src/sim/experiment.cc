@@ -57,8 +57,7 @@ Result<std::vector<AgentPlan>> build_agents(const SimConfig& cfg) {
                                                              cfg.online.duration_s, cfg.seed, opt));
     if (agents.empty()) {
       return Status::invalid_argument(fmt::format(
-          "online.aps = {} with online.duration_s = {} gives no arrival; raise --aps or "
-          "--duration",
+          "online.aps = {} with online.duration_s = {} gives no arrival; raise either",
           cfg.online.aps, cfg.online.duration_s));
     }
   } else {
@@ -95,7 +94,8 @@ Result<SimResult> run_experiment(const SimConfig& cfg, const SimOptions& options
 }
 
 nlohmann::json latency_json(const LatencyStats& s) {
-  return {{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"count", s.count}};
+  return {{"mean", s.mean}, {"p50", s.p50}, {"p90", s.p90},
+          {"p99", s.p99},   {"max", s.max}, {"count", s.count}};
 }
 
 nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {

@@ -20,7 +20,7 @@ Result<std::vector<AgentPlan>> build_agents(const SimConfig& cfg);
 Result<SimResult> run_experiment(const SimConfig& cfg, const SimOptions& options = {});
 
 nlohmann::json result_to_json(const SimResult& r, bool with_timeseries = false);
-// {"mean", "p50", "p90", "p99", "count"}: the form of every latency in the JSON outputs.
+// {"mean", "p50", "p90", "p99", "max", "count"}: the form of every latency in the JSON outputs.
 nlohmann::json latency_json(const LatencyStats& s);
 // The per-node SNIC throughput and running agents, one row per bucket.
 std::string timeseries_csv(const SimResult& r, int prefill_nodes);

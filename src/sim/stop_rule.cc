@@ -1,0 +1,39 @@
+#include "sim/stop_rule.h"
+
+#include <cmath>
+
+#include "common/percentiles.h"
+
+namespace dualpath::sim {
+
+double OnlineStopRule::window_statistic(double from, double to) const {
+  std::vector<double> v;
+  for (const auto& [t, ttft] : samples_) {
+    if (t > from && t <= to) v.push_back(ttft);
+  }
+  if (v.empty()) return std::nan("");
+  return summarize(std::move(v)).get(cfg_.slo_statistic);
+}
+
+std::string_view OnlineStopRule::check(double now, bool apply_ttft_rules) {
+  if (now >= cfg_.duration_s - 1e-9) return "duration";
+  if (!apply_ttft_rules) return {};
+  const double w = window_statistic(now - cfg_.window_s, now);
+  history_.push_back(w);
+  if (!std::isnan(w) && w > cfg_.slo_ttft_s) return "ttft_slo";
+  const auto back = static_cast<size_t>(std::llround(cfg_.lookback_s / cfg_.check_interval_s));
+  if (now >= cfg_.lookback_s + cfg_.window_s && history_.size() > back) {
+    const double past = history_[history_.size() - 1 - back];
+    if (!std::isnan(w) && !std::isnan(past) && past > 0 &&
+        std::abs(w - past) <= cfg_.steady_tolerance * past) {
+      return "steady_state";
+    }
+  }
+  // Only the last window is ever watched: drop what is older (a sample may come late by a
+  // little, never by a check interval).
+  const double keep_from = now - cfg_.window_s - cfg_.check_interval_s;
+  std::erase_if(samples_, [&](const auto& s) { return s.first < keep_from; });
+  return {};
+}
+
+}  // namespace dualpath::sim
