@@ -52,7 +52,7 @@ expect_error "12X" bench transport --bytes-per-case 12X --transports sm
 expect_error "linear_mfu" paper --linear-mfu 2 --figures fig9 --no-plots --out "$tmp/paper"
 # Out-of-range values and unwritable outputs are refused before the run, naming the flag or key.
 expect_error "agents = -1" sim --agents -1 --quiet
-expect_error "append_scale) = 0" sim --append-scale 0 --quiet
+expect_error "workload.append_scale = 0 (--append-scale) must be" sim --append-scale 0 --quiet
 expect_error "--json '$tmp' is a directory" sim --json "$tmp" --agents 4 --quiet
 expect_error "layer_overhead_ms = inf" sim --layer-overhead-ms inf --quiet
 expect_error "--seed -3" sim --seed -3 --quiet
@@ -101,6 +101,40 @@ expect_exit2 "--tolerance 0" capacity --tolerance 0
 expect_exit2 "replays at its own timestamps" capacity --dataset mooncake:"$tmp/moon.jsonl"
 printf '[online]\naps = -1\n' >"$tmp/aps.toml"
 expect_exit2 "online.aps" sim --config "$tmp/aps.toml" --quiet
+# The live system (issue 17): serve, node and bench live refuse bad input in one line.
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+printf '[scheduler]\nregister_timeout_s = 1\nport = 0\n' >"$tmp/reg.toml"
+printf '[scheduler]\nlease_ttl_ms = 10\n' >"$tmp/lease.toml"
+printf '[schedular]\nport = 0\n' >"$tmp/sectypo.toml"
+expect_exit2 "--duration goes with --aps" bench live --config "$root/configs/emu-2p4d.toml" --duration 10
+expect_exit2 "--kill 'decode': write ROLE:INDEX@SECONDS" bench live --config "$root/configs/emu-2p4d.toml" --kill decode
+expect_exit2 "the config has 4 decode nodes" bench live --config "$root/configs/emu-2p4d.toml" --kill decode:4@10
+expect_exit2 "--aps 0: the arrival rate" bench live --config "$root/configs/emu-2p4d.toml" --aps 0
+expect_exit2 "is not HOST:PORT" node --scheduler 127.0.0.1 --role decode
+expect_error "no scheduler answered at 127.0.0.1:1 within 1 s" node --scheduler 127.0.0.1:1 --role decode --connect-timeout 1
+expect_exit2 "--port 0: give a TCP port" serve --port 0
+expect_exit2 "must be longer than scheduler.report_interval_ms" serve --config "$tmp/lease.toml"
+expect_exit2 "schedular" serve --config "$tmp/sectypo.toml"
+expect_error "3 of 3 nodes did not register within 1 s: prefill node 0, decode node 0" serve --config "$tmp/reg.toml" --external-nodes
+# serve on the embedded defaults: a ready line on stdout, a warning for a non-loopback --host
+# (refused once API keys exist), and a clean stop on SIGINT with no node process left behind.
+"$bin" serve --host 0.0.0.0 --scheduler-port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
+serve_pid=$!
+for _ in $(seq 1 120); do grep -q ready "$tmp/serve.out" 2>/dev/null && break; sleep 0.5; done
+node_pids=$(pgrep -P "$serve_pid")
+nodes_before=$(echo "$node_pids" | wc -w)
+kill -INT "$serve_pid"
+wait "$serve_pid"
+serve_rc=$?
+orphans=0
+for p in $node_pids; do kill -0 "$p" 2>/dev/null && orphans=$((orphans + 1)); done
+if grep -q "ready: 1 prefill + 2 decode nodes registered" "$tmp/serve.out" && [ "$serve_rc" -eq 0 ] &&
+   [ "$nodes_before" -eq 3 ] && grep -q "warning: --host 0.0.0.0" "$tmp/serve.err" &&
+   [ "$orphans" -eq 0 ]; then
+  echo "ok: dualpath serve --host 0.0.0.0 -> ready with 3 nodes, a warning, exit 0 on SIGINT, no orphans"
+else
+  echo "FAIL: dualpath serve: rc $serve_rc, $nodes_before node processes, $orphans left"; cat "$tmp/serve.out" "$tmp/serve.err"; fail=1
+fi
 # An output path that is a link (like --json /dev/stdout) is written through, not replaced.
 ln -s "$tmp/target.json" "$tmp/link.json"
 if "$bin" sim --agents 4 --quiet --json "$tmp/link.json" >/dev/null 2>&1 && [ -L "$tmp/link.json" ] &&

@@ -32,18 +32,64 @@ bool register_command(std::string parent, std::string name, CommandSetup setup) 
   return true;
 }
 
-int usage_error(const std::string& message) {
-  std::fprintf(stderr, "dualpath: error: %s\n", message.c_str());
-  return 2;
-}
-
 namespace {
+
+const CLI::App* g_root = nullptr;  // the command tree, while main() parses and runs it
 
 // The deepest subcommand the command line selected ("dualpath bench store" -> store).
 const CLI::App* selected(const CLI::App& app) {
   for (const CLI::App* sub : app.get_subcommands()) return selected(*sub);
   return &app;
 }
+
+// The libraries' errors name config keys ("online.aps = 0: ..."), so that they read right behind
+// the HTTP API too. On the command line, a key the running command also takes as a flag gets the
+// flag after its value: "online.aps = 0 (--aps): ...". The flag is the key's last part with
+// dashes (workload.gen_scale: --gen-scale), or without its unit (online.duration_s: --duration,
+// online.slo_tpot_ms: --slo-tpot), when the command has such an option.
+std::string with_flags(const std::string& message, const CLI::App& cmd) {
+  auto word_char = [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; };
+  std::string out;
+  size_t copied = 0;
+  for (size_t eq = message.find(" = "); eq != std::string::npos; eq = message.find(" = ", eq + 3)) {
+    // "section.key = ": the key is the word after the dot right before " = ".
+    size_t key_begin = eq;
+    while (key_begin > 0 && word_char(message[key_begin - 1])) --key_begin;
+    if (key_begin == eq || key_begin == 0 || message[key_begin - 1] != '.') continue;
+    const size_t section_end = key_begin - 1;
+    size_t section_begin = section_end;
+    while (section_begin > 0 && word_char(message[section_begin - 1])) --section_begin;
+    if (section_begin == section_end || section_begin < copied) continue;
+    std::string name = message.substr(key_begin, eq - key_begin);
+    std::replace(name.begin(), name.end(), '_', '-');
+    std::string flag;
+    for (const std::string& candidate :
+         {name, name.ends_with("-s") ? name.substr(0, name.size() - 2) : std::string(),
+          name.ends_with("-ms") ? name.substr(0, name.size() - 3) : std::string()}) {
+      if (!candidate.empty() && cmd.get_option_no_throw("--" + candidate) != nullptr) {
+        flag = "--" + candidate;
+        break;
+      }
+    }
+    if (flag.empty() || message.find("(" + flag + ")") != std::string::npos) continue;
+    // After the value: up to the next space, colon, comma, semicolon or parenthesis.
+    const size_t value = eq + 3;
+    const size_t end = std::min(message.find_first_of(" :,;)", value), message.size());
+    out += message.substr(copied, end - copied) + " (" + flag + ")";
+    copied = end;
+  }
+  return out + message.substr(copied);
+}
+
+}  // namespace
+
+int usage_error(const std::string& message) {
+  const std::string text = g_root != nullptr ? with_flags(message, *selected(*g_root)) : message;
+  std::fprintf(stderr, "dualpath: error: %s\n", text.c_str());
+  return 2;
+}
+
+namespace {
 
 std::string command_path(const CLI::App* app) {
   std::string path;
@@ -149,6 +195,7 @@ int main(int argc, char** argv) {
   }
   for (const auto& e : entries) e.setup(*parents[e.parent], exit_code);
 
+  dualpath::app::g_root = &app;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

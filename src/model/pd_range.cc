@@ -9,21 +9,21 @@ namespace dualpath::model {
 
 Result<PdRange> bottleneck_free_range(const PdRangeInput& in) {
   // `shown` is the value as the user gave it (Gb/s for bandwidths).
-  auto positive = [](double v, double shown, const char* flag, const char* what) -> Status {
+  auto positive = [](double v, double shown, const char* key, const char* what) -> Status {
     if (v > 0 && std::isfinite(v)) return Status::ok();
     return Status::invalid_argument(
-        fmt::format("{} = {} must be positive ({})", flag, shown, what));
+        fmt::format("{} = {} must be positive ({})", key, shown, what));
   };
   auto gbps = [](double bytes_per_s) { return bytes_per_s * 8 / 1e9; };
-  DP_RETURN_IF_ERROR(positive(in.gpus_per_node, in.gpus_per_node, "--gpus-per-node",
+  DP_RETURN_IF_ERROR(positive(in.gpus_per_node, in.gpus_per_node, "hardware.gpus_per_node",
                               "GPUs per node, e.g. 8"));
-  DP_RETURN_IF_ERROR(positive(in.snics_per_node, in.snics_per_node, "--snics-per-node",
+  DP_RETURN_IF_ERROR(positive(in.snics_per_node, in.snics_per_node, "hardware.snics_per_node",
                               "storage NICs per node"));
-  DP_RETURN_IF_ERROR(positive(in.snic_bytes_per_s, gbps(in.snic_bytes_per_s), "--snic-gbps",
+  DP_RETURN_IF_ERROR(positive(in.snic_bytes_per_s, gbps(in.snic_bytes_per_s), "hardware.snic_gbps",
                               "one storage NIC in Gb/s, e.g. 400"));
-  DP_RETURN_IF_ERROR(positive(in.cnic_bytes_per_s, gbps(in.cnic_bytes_per_s), "--cnic-gbps",
+  DP_RETURN_IF_ERROR(positive(in.cnic_bytes_per_s, gbps(in.cnic_bytes_per_s), "hardware.cnic_gbps",
                               "one compute NIC in Gb/s, e.g. 400"));
-  DP_RETURN_IF_ERROR(positive(in.dram_bytes_per_s, gbps(in.dram_bytes_per_s), "--dram-gbps",
+  DP_RETURN_IF_ERROR(positive(in.dram_bytes_per_s, gbps(in.dram_bytes_per_s), "hardware.dram_gbps",
                               "node DRAM in Gb/s, e.g. 4000 for 500 GB/s"));
 
   const double g = in.gpus_per_node, B = in.cnic_bytes_per_s, M = in.dram_bytes_per_s;

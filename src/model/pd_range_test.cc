@@ -46,7 +46,7 @@ TEST(PdRange, ZeroBandwidthIsAClearError) {
   in.snic_bytes_per_s = 0;
   auto r = bottleneck_free_range(in);
   ASSERT_FALSE(r.is_ok());
-  EXPECT_NE(r.status().message().find("--snic-gbps"), std::string::npos);
+  EXPECT_NE(r.status().message().find("hardware.snic_gbps"), std::string::npos);
 }
 
 TEST(PdRange, TooManySnicsMakeTheRangeInfeasible) {

@@ -64,7 +64,8 @@ Result<CapacityResult> find_capacity(const SimConfig& cfg_in, const CapacityOpti
   if (is_timestamped_trace(cfg_in.dataset)) {
     return Status::invalid_argument(fmt::format(
         "capacity searches the arrival rate, but '{}' replays at its own timestamps; use dualpath "
-        "sim with --time-scale, or a dataset of agents (32k, 48k, 64k, weka:PATH)",
+        "sim (online.time_scale scales its timestamps), or a dataset of agents (32k, 48k, 64k, "
+        "weka:PATH)",
         cfg_in.dataset));
   }
   auto wall0 = std::chrono::steady_clock::now();
@@ -113,7 +114,8 @@ Result<CapacityResult> find_capacity(const SimConfig& cfg_in, const CapacityOpti
       return Status::failed_precondition(fmt::format(
           "no arrival rate meets the SLO: even at {:.4g} agents/s the {} TTFT is {:.3g} s and TPOT "
           "{:.3g} ms (SLO {:.3g} s, {:.3g} ms); the cluster cannot serve one agent within it. "
-          "Relax --slo-ttft / --slo-tpot, or give the model more prefill or decode nodes (--pd)",
+          "Relax online.slo_ttft_s / online.slo_tpot_ms, or give the model more prefill or decode "
+          "nodes (cluster.prefill_nodes, cluster.decode_nodes)",
           last.aps, cfg_in.online.slo_statistic, last.ttft.get(cfg_in.online.slo_statistic),
           last.tpot.get(cfg_in.online.slo_statistic) * 1e3, cfg_in.online.slo_ttft_s,
           cfg_in.online.slo_tpot_s * 1e3));

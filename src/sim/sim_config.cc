@@ -112,25 +112,25 @@ namespace {
 Status validate_online(const OnlineConfig& o) {
   auto need = [](bool ok, std::string msg) { return ok ? Status::ok() : Status::invalid_argument(msg); };
   DP_RETURN_IF_ERROR(need(o.aps >= 0 && o.aps <= 1e6 && std::isfinite(o.aps),
-                          fmt::format("online.aps = {} (--aps): the arrival rate must be positive "
-                                      "and at most 1e6 agents per second, e.g. --aps 0.4; leave it "
+                          fmt::format("online.aps = {}: the arrival rate must be positive "
+                                      "and at most 1e6 agents per second, e.g. 0.4; leave it "
                                       "out for an offline run",
                                       o.aps)));
   DP_RETURN_IF_ERROR(need(o.duration_s > 0 && o.duration_s <= 1e7,
-                          fmt::format("online.duration_s = {} (--duration): give the simulated "
+                          fmt::format("online.duration_s = {}: give the simulated "
                                       "seconds to run at most, in (0, 1e7], e.g. 10800 (3 hours)",
                                       o.duration_s)));
   DP_RETURN_IF_ERROR(need(o.slo_ttft_s > 0 && o.slo_ttft_s <= 1e6,
-                          fmt::format("online.slo_ttft_s = {} (--slo-ttft): the TTFT SLO must be "
+                          fmt::format("online.slo_ttft_s = {}: the TTFT SLO must be "
                                       "positive seconds, e.g. 4 (the paper's)",
                                       o.slo_ttft_s)));
   DP_RETURN_IF_ERROR(need(o.slo_tpot_s > 0 && o.slo_tpot_s <= 1e3,
-                          fmt::format("online.slo_tpot_ms = {} (--slo-tpot): the TPOT SLO must be "
+                          fmt::format("online.slo_tpot_ms = {}: the TPOT SLO must be "
                                       "positive milliseconds, e.g. 50 (the paper's)",
                                       o.slo_tpot_s * 1e3)));
   DP_RETURN_IF_ERROR(need(o.slo_statistic == "mean" || o.slo_statistic == "p50" ||
                               o.slo_statistic == "p90" || o.slo_statistic == "p99",
-                          fmt::format("online.slo_statistic = '{}' (--slo-statistic): use mean "
+                          fmt::format("online.slo_statistic = '{}': use mean "
                                       "(the paper's), p50, p90 or p99",
                                       o.slo_statistic)));
   DP_RETURN_IF_ERROR(need(o.window_s > 0 && o.window_s <= 1e6 && o.lookback_s > 0 &&
@@ -147,7 +147,7 @@ Status validate_online(const OnlineConfig& o) {
                                       "the window ({} s); default 10",
                                       o.check_interval_s, o.window_s)));
   DP_RETURN_IF_ERROR(need(o.time_scale > 0 && o.time_scale <= 1e6 && std::isfinite(o.time_scale),
-                          fmt::format("online.time_scale = {} (--time-scale) must be positive: "
+                          fmt::format("online.time_scale = {} must be positive: "
                                       "trace timestamps are multiplied by it (0.5 replays twice "
                                       "as fast)",
                                       o.time_scale)));
@@ -169,16 +169,16 @@ Status SimConfig::validate() const {
                           fmt::format("cluster {}: needs at least one prefill and one decode node",
                                       pd_label())));
   DP_RETURN_IF_ERROR(need(agents >= 1 && agents <= kMaxAgents,
-                          fmt::format("agents = {}: run between 1 and {} agents (--agents N)",
+                          fmt::format("workload.agents = {}: run between 1 and {} agents",
                                       agents, kMaxAgents)));
   DP_RETURN_IF_ERROR(need(block_tokens >= 1, fmt::format("block_tokens = {} must be >= 1; 64 is "
                                                          "the paper's", block_tokens)));
   DP_RETURN_IF_ERROR(need(hbm_reserved_bytes >= 0,
-                          fmt::format("cluster.hbm_reserved_gb = {} (--hbm-reserved-gb) must be "
+                          fmt::format("cluster.hbm_reserved_gb = {} must be "
                                       ">= 0; it is HBM kept per GPU for activations (default 10)",
                                       hbm_reserved_bytes / 1e9)));
   DP_RETURN_IF_ERROR(need(basic_prefill_kv_bytes > 0,
-                          fmt::format("cluster.basic_prefill_kv_gb = {} (--basic-prefill-kv-gb) "
+                          fmt::format("cluster.basic_prefill_kv_gb = {} "
                                       "must be positive; it is the HBM per PE GPU a Basic batch may "
                                       "fill with KV (default {})",
                                       basic_prefill_kv_bytes / 1e9,
@@ -189,8 +189,8 @@ Status SimConfig::validate() const {
   DP_RETURN_IF_ERROR(need(quota_s > 0 && quota_s <= 3600,
                           fmt::format("scheduler.quota_ms = {} must be in (0, 3600000] (the paper "
                                       "uses 300)", quota_s * 1e3)));
-  for (auto [v, name] : {std::pair{append_scale, "--append-scale (workload.append_scale)"},
-                         std::pair{gen_scale, "--gen-scale (workload.gen_scale)"}}) {
+  for (auto [v, name] : {std::pair{append_scale, "workload.append_scale"},
+                         std::pair{gen_scale, "workload.gen_scale"}}) {
     DP_RETURN_IF_ERROR(need(v >= 1e-3 && v <= 1000,
                             fmt::format("{} = {} must be between 0.001 and 1000 (1 = unscaled)",
                                         name, v)));

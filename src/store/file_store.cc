@@ -122,8 +122,8 @@ Status FileStore::prepare_roots() {
       const int err = errno;
       if (err == EINVAL && options_.direct_io) {
         return Status::failed_precondition(fmt::format(
-            "the file system of data path '{}' refuses O_DIRECT ({}); set direct_io = false "
-            "(--buffered) for this path",
+            "the file system of data path '{}' refuses O_DIRECT ({}); open the store with "
+            "direct_io = false (buffered I/O) for this path",
             root, errno_text(err)));
       }
       return Status::failed_precondition(fmt::format(

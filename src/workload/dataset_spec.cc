@@ -24,8 +24,8 @@ Result<Dataset> load_dataset(std::string_view spec, uint64_t seed) {
   if (spec.substr(0, 9) == "mooncake:") {
     return Status::invalid_argument(fmt::format(
         "dataset '{}' is a trace of timestamped requests, not of agent trajectories; dualpath sim "
-        "replays it (--dataset {}), dualpath workload summarises it; the live system and "
-        "--agents runs need 32k, 48k, 64k or weka:PATH",
+        "replays it (workload.dataset = {}), dualpath workload summarises it; the live system "
+        "and offline runs need 32k, 48k, 64k or weka:PATH",
         spec, spec));
   }
   return Status::invalid_argument(fmt::format(

@@ -13,8 +13,8 @@ Result<Dataset> scale(const Dataset& ds, double append_scale, double gen_scale) 
   for (double f : {append_scale, gen_scale}) {
     if (!(f > 0) || !std::isfinite(f)) {
       return Status::invalid_argument(fmt::format(
-          "scale factor {} (--append-scale {}, --gen-scale {}); use a positive number such as "
-          "1.5",
+          "scale factor {} (workload.append_scale = {}, workload.gen_scale = {}); use a "
+          "positive number such as 1.5",
           f, append_scale, gen_scale));
     }
   }
