@@ -12,6 +12,8 @@ if(DUALPATH_SANITIZE)
     add_link_options(-fsanitize=${_s})
   endforeach()
   add_compile_options(-fno-omit-frame-pointer -fno-sanitize-recover=all)
+  # Lets a test scale down its repetitions (not its checks) where every instruction costs 2-5x.
+  add_compile_definitions(DP_SANITIZED=1)
   if("thread" IN_LIST _dp_sans)
     # target_clones resolvers (ifuncs) run during relocation, before the TSan runtime exists,
     # and crash instrumented: TSan builds compile the baseline kernels only.
