@@ -1,6 +1,6 @@
 #pragma once
-// Control messages between the local driver and its node processes: JSON objects, one per framed
-// message of a transport::OobChannel (a TCP socket on loopback). Every call has a deadline; a
+// Control messages between the scheduler service (serve/) and its node processes, and between
+// nodes: JSON objects, one per framed message of a transport::OobChannel (a TCP socket). Every call has a deadline; a
 // closed socket (a dead node) is kUnavailable at once. We chose a plain socket over UCX active
 // messages for control because it is what exists before UCX addresses are exchanged, it detects a
 // dead peer immediately (UCX over shared memory cannot, docs/transport.md), and the control rate
