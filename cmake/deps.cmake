@@ -8,6 +8,9 @@ pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # built with OpenSSL: its flags
+find_package(OpenSSL REQUIRED)                                     # SHA-256 of API keys
+find_package(prometheus-cpp CONFIG REQUIRED)                       # /metrics
 if(DUALPATH_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

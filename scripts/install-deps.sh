@@ -14,11 +14,13 @@ pkgs=(
   libfmt-dev                    # formatting
   libcli11-dev                  # command line
   nlohmann-json3-dev            # JSON output and trace parsing
-  libcpp-httplib-dev            # HTTP API
+  libcpp-httplib-dev libssl-dev # HTTP API (cpp-httplib is built with OpenSSL; SHA-256 of API keys)
+  prometheus-cpp-dev            # Prometheus /metrics
   libgtest-dev libgmock-dev     # unit tests
   libbenchmark-dev              # micro-benchmarks
   # tools used by benchmarks and figure generation
   fio                           # side-by-side storage baseline
+  curl jq hey                   # the API tests: curl and jq as the deployment guide uses them, hey for load
   gnuplot-nox                   # PNG/SVG figures (docs/results)
 )
 
@@ -28,11 +30,25 @@ for p in "${pkgs[@]}"; do
 done
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#pkgs[@]} packages present"
-  exit 0
+else
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The official OpenAI Node client, for the API's client test (src/serve/api_clients_test.sh),
+# from the npm registry into a cache outside the checkout. Best effort: without Node or the
+# registry the test says it skips the SDK part.
+npm_dir="${DUALPATH_NPM_DIR:-$HOME/.cache/dualpath/npm}"
+if command -v npm >/dev/null && [ ! -d "$npm_dir/node_modules/openai" ]; then
+  mkdir -p "$npm_dir"
+  if (cd "$npm_dir" && { [ -f package.json ] || npm init -y >/dev/null 2>&1; } &&
+      timeout 300 npm install --no-audit --no-fund --silent openai@4 >/dev/null 2>&1); then
+    echo "install-deps: the OpenAI Node client is in $npm_dir"
+  else
+    echo "install-deps: warning: could not install npm's openai into $npm_dir (the API client test skips it)"
+  fi
+fi

@@ -10,7 +10,9 @@
 
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
+#include "serve/api_keys.h"
 #include "serve/cluster.h"
+#include "serve/http_api.h"
 
 namespace dualpath::app {
 namespace {
@@ -21,6 +23,11 @@ struct ServeArgs {
   int port = 8000;
   bool external_nodes = false;
   std::optional<int> scheduler_port;
+  std::string api_keys;
+  std::string served_model_name;
+  std::string model;
+  int max_concurrent = 128;
+  int64_t max_model_len = 16384;
 };
 
 bool loopback(const std::string& host) {
@@ -41,11 +48,31 @@ int run(const ServeArgs& a) {
                       *a.scheduler_port));
     cfg->scheduler.port = static_cast<uint16_t>(*a.scheduler_port);
   }
-  if (!loopback(a.host)) {
-    std::fprintf(stderr,
-                 "warning: --host %s exposes the service beyond this machine without API keys; "
-                 "keep it on 127.0.0.1 until keys are configured\n",
-                 a.host.c_str());
+  std::shared_ptr<serve::ApiKeys> keys;
+  if (!a.api_keys.empty()) {
+    auto k = serve::ApiKeys::load(a.api_keys);
+    if (!k.is_ok()) return usage_error(k.status().message());
+    keys = std::move(k).value();
+  } else if (!loopback(a.host)) {
+    return usage_error(fmt::format(
+        "--host {} without --api-keys would let anyone on the network use the API: give "
+        "--api-keys FILE (docs/api.md), or keep --host 127.0.0.1",
+        a.host));
+  }
+  if (!a.model.empty()) {
+    if (a.model != "tiny" && a.model != "small") {
+      return usage_error(fmt::format(
+          "--model {}: loading a checkpoint directory is not implemented yet; use tiny or small "
+          "(the built-in CPU models)",
+          a.model));
+    }
+    cfg->engine.model = a.model;
+  }
+  if (a.max_concurrent < 1) {
+    return usage_error(fmt::format("--max-concurrent {}: give at least 1", a.max_concurrent));
+  }
+  if (a.max_model_len < 2) {
+    return usage_error(fmt::format("--max-model-len {}: give at least 2 tokens", a.max_model_len));
   }
   // SIGINT / SIGTERM are taken by this thread (sigwait) for a clean shutdown; every thread the
   // service starts inherits the blocked mask, and the nodes get a fresh one (Subprocess).
@@ -53,6 +80,7 @@ int run(const ServeArgs& a) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);  // reloads the API keys
   ::pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   serve::ClusterOptions options;
@@ -72,11 +100,39 @@ int run(const ServeArgs& a) {
     std::fprintf(stderr, "dualpath: error: %s\n", cluster.status().to_string().c_str());
     return 1;
   }
-  std::printf("dualpath serve: ready: %d prefill + %d decode nodes registered; scheduler at %s\n",
-              e.prefill_nodes, e.decode_nodes, (*cluster)->service().address().c_str());
+  serve::ApiOptions api_options;
+  api_options.host = a.host;
+  api_options.port = a.port;
+  api_options.served_model_name = a.served_model_name;
+  api_options.keys = keys;
+  api_options.max_concurrent = a.max_concurrent;
+  api_options.max_model_len = a.max_model_len;
+  auto api = serve::HttpApi::start(api_options, (*cluster)->service());
+  if (!api.is_ok()) {
+    std::fprintf(stderr, "dualpath: error: %s\n", api.status().to_string().c_str());
+    return 1;
+  }
+  std::printf(
+      "dualpath serve: ready: http://%s:%d/v1 serving '%s' (%s); %d prefill + %d decode nodes "
+      "registered; scheduler at %s\n",
+      a.host.c_str(), (*api)->port(), (*api)->model_name().c_str(),
+      keys ? fmt::format("{} API keys", keys->size()).c_str() : "no API keys: loopback only",
+      e.prefill_nodes, e.decode_nodes, (*cluster)->service().address().c_str());
   std::fflush(stdout);
   int sig = 0;
-  sigwait(&stop, &sig);
+  while (true) {
+    sigwait(&stop, &sig);
+    if (sig != SIGHUP) break;
+    Status s = (*api)->reload_keys();
+    if (s.is_ok()) {
+      std::fprintf(stderr, "dualpath serve: SIGHUP: reloaded %s (%zu keys)\n",
+                   keys ? keys->path().c_str() : "nothing", keys ? keys->size() : size_t{0});
+    } else {
+      std::fprintf(stderr, "dualpath serve: SIGHUP: kept the old keys: %s\n",
+                   s.message().c_str());
+    }
+  }
+  api->reset();
   std::fprintf(stderr, "dualpath serve: %s: stopping the nodes\n", ::strsignal(sig));
   cluster->reset();
   std::fprintf(stderr, "dualpath serve: stopped\n");
@@ -91,10 +147,14 @@ void setup(CLI::App& parent, int& exit_code) {
       "and decode node processes on this machine (the embedded default with no config: the\n"
       "tiny CPU model on 1P2D with a temporary block store); with --external-nodes it waits for\n"
       "nodes started by hand (`dualpath node --scheduler HOST:PORT --role R`), on any host.\n"
-      "It prints a line containing `ready` once every node has registered, and stops them all\n"
-      "on SIGINT / SIGTERM.\n"
+      "It serves the OpenAI-compatible API on --host:--port (GET /v1/models, POST\n"
+      "/v1/chat/completions and /v1/completions with SSE streaming, /health, /version,\n"
+      "/metrics; docs/api.md), prints a line containing `ready` once it does, and stops the\n"
+      "nodes on SIGINT / SIGTERM.\n"
       "Examples:\n"
       "  dualpath serve\n"
+      "  curl -s localhost:8000/v1/models | jq '.data[].id'\n"
+      "  dualpath serve --host 0.0.0.0 --api-keys keys.toml\n"
       "  dualpath serve --config configs/emu-2p4d.toml\n"
       "  dualpath serve --config cluster.toml --external-nodes");
   cmd->add_option("--config", args->config_path,
@@ -103,6 +163,18 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--port", args->port, "port the API binds (default 8000)");
   cmd->add_option("--scheduler-port", args->scheduler_port,
                   "port nodes connect to (default scheduler.port, 8100; 0: any free one)");
+  cmd->add_option("--api-keys", args->api_keys,
+                  "TOML file of [[keys]] (name, key_sha256 or key, scopes: models, chat, "
+                  "completions, metrics, admin); reloaded on SIGHUP. Without it the API serves "
+                  "loopback only");
+  cmd->add_option("--served-model-name", args->served_model_name,
+                  "the model id clients send and /v1/models lists (default: the model preset)");
+  cmd->add_option("--model", args->model, "the built-in model: tiny or small (default: the "
+                  "config's model.preset)");
+  cmd->add_option("--max-concurrent", args->max_concurrent,
+                  "requests in flight before the API answers 429 (default 128)");
+  cmd->add_option("--max-model-len", args->max_model_len,
+                  "prompt + output tokens one request may use (default 16384)");
   cmd->add_flag("--external-nodes", args->external_nodes,
                 "start no nodes: wait for nodes started by hand with `dualpath node`");
   cmd->callback([args, &exit_code] { exit_code = run(*args); });

@@ -76,14 +76,18 @@ class FakeScheduler {
     ASSERT_TRUE(channel_->send(std::as_bytes(std::span(text.data(), text.size())), 5s).is_ok());
   }
   // The next message of `type` (reports are skipped unless asked for).
+  // Fails (instead of looping on reports forever) if it does not come within 30 s.
   Json next(const std::string& type) {
-    for (;;) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (std::chrono::steady_clock::now() < deadline) {
       auto m = receive_json(*channel_, 10s);
       EXPECT_TRUE(m.is_ok()) << m.status().to_string();
       if (!m.is_ok()) return Json::object();
       WireReader r(*m, "message");
       if (r.str_or("type", "") == type) return *m;
     }
+    ADD_FAILURE() << "no '" << type << "' message from the node within 30 s";
+    return Json::object();
   }
   bool alive() { return node_.running(); }
 

@@ -83,7 +83,9 @@ TEST_F(SlotPoolTest, WaitersAreServedInArrivalOrder) {
     std::lock_guard lock(mu);
     order.push_back(who);
   };
-  std::thread big([&] { wait_for(0, 6); });
+  // The big one takes the whole pool, so the small one can only be granted once the big one has
+  // recorded itself and returned its run: the order is the pool's, not the threads' scheduling.
+  std::thread big([&] { wait_for(0, 8); });
   while (pool_->waiting() < 1) std::this_thread::yield();
   std::thread small([&] { wait_for(1, 1); });
   while (pool_->waiting() < 2) std::this_thread::yield();

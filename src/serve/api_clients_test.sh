@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The API through real clients, as the deployment guide uses them: `dualpath serve` on the
+# embedded defaults with API keys, then curl + jq (models, chat, usage, a second turn's cached
+# tokens, 401/403/404), `hey` for a short load, and the official OpenAI Node client when it is
+# installed (scripts/install-deps.sh puts it in ~/.cache/dualpath/npm); SIGINT stops it cleanly.
+#   api_clients_test.sh PATH/TO/dualpath
+set -uo pipefail
+bin="$1"
+src="$(cd "$(dirname "$0")" && pwd)"
+tmp=$(mktemp -d)
+fail=0
+serve_pid=""
+cleanup() { [ -n "$serve_pid" ] && kill -INT "$serve_pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+check() {  # check "what" condition...
+  if "${@:2}" >/dev/null; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi
+}
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+full="full-key-$RANDOM$RANDOM"
+chat_only="chat-key-$RANDOM$RANDOM"
+cat >"$tmp/keys.toml" <<TOML
+[[keys]]
+name = "admin"
+key_sha256 = "$(printf %s "$full" | sha256sum | cut -d' ' -f1)"
+scopes = ["models", "chat", "completions", "metrics", "admin"]
+[[keys]]
+name = "chat-only"
+key = "$chat_only"
+scopes = ["chat"]
+TOML
+"$bin" serve --port "$port" --scheduler-port 0 --api-keys "$tmp/keys.toml" >"$tmp/out" 2>"$tmp/err" &
+serve_pid=$!
+for _ in $(seq 1 120); do grep -q ready "$tmp/out" 2>/dev/null && break; sleep 0.5; done
+if ! grep -q "ready: http://127.0.0.1:$port/v1" "$tmp/out"; then
+  echo "FAIL: serve did not print ready"; cat "$tmp/out" "$tmp/err"; exit 1
+fi
+echo "ok: serve prints ready"
+base="http://127.0.0.1:$port"
+auth=(-H "Authorization: Bearer $full")
+# The guide's health check.
+ids=$(curl -s "${auth[@]}" "$base/v1/models" | jq -r '.data[].id')
+check "curl /v1/models | jq '.data[].id' gives tiny" [ "$ids" = "tiny" ]
+question=$(printf 'Summarise the previous tool output. %.0s' $(seq 1 12))
+body=$(jq -n --arg q "$question" '{model: "tiny", messages: [{role: "user", content: $q}], max_tokens: 24}')
+r1=$(curl -s "${auth[@]}" -H 'Content-Type: application/json' "$base/v1/chat/completions" -d "$body")
+echo "$r1" | jq '.usage' >"$tmp/usage1"
+check "jq '.usage' has prompt and completion tokens" jq -e '.prompt_tokens > 0 and .completion_tokens == 24' "$tmp/usage1"
+reply=$(echo "$r1" | jq -r '.choices[0].message.content')
+body2=$(jq -n --arg q "$question" --arg a "$reply" \
+  '{model: "tiny", messages: [{role: "user", content: $q}, {role: "assistant", content: $a}, {role: "user", content: "next"}], max_tokens: 4}')
+r2=$(curl -s "${auth[@]}" -H 'Content-Type: application/json' "$base/v1/chat/completions" -d "$body2")
+p1=$(jq '.prompt_tokens + .completion_tokens' "$tmp/usage1")
+cached=$(echo "$r2" | jq '.usage.prompt_tokens_details.cached_tokens')
+echo "  turn 1: prompt + reply $p1 tokens; turn 2 cached_tokens $cached ($(echo "$r2" | jq -c .dualpath))"
+check "turn 2 hits turn 1's prompt and reply (block-rounded)" [ "$cached" -ge $((p1 / 64 * 64)) ]
+code=$(curl -s -o "$tmp/e401" -w '%{http_code}' "$base/v1/models")
+check "no key: 401 with an OpenAI error" [ "$code" = 401 -a "$(jq -r .error.type "$tmp/e401")" = authentication_error ]
+code=$(curl -s -o "$tmp/e403" -w '%{http_code}' -H "Authorization: Bearer $chat_only" "$base/v1/models")
+check "a key without 'models': 403 naming the scope" grep -q "lacks the scope 'models'" "$tmp/e403"
+check "  ... status 403" [ "$code" = 403 ]
+code=$(curl -s -o "$tmp/e404" -w '%{http_code}' "${auth[@]}" "$base/v1/chat/completions" -d '{"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]}')
+check "an unknown model: 404 model_not_found" [ "$code" = 404 -a "$(jq -r .error.code "$tmp/e404")" = model_not_found ]
+check "/health is open" [ "$(curl -s "$base/health" | jq -r .status)" = ok ]
+curl -s "${auth[@]}" "$base/metrics" >"$tmp/metrics"
+check "/metrics counts the cached prompt tokens" grep -q '^dualpath:prompt_tokens_cached_total [1-9]' "$tmp/metrics"
+if command -v hey >/dev/null; then
+  hey -z 5s -c 8 -m POST "${auth[@]}" -H 'Content-Type: application/json' \
+    -d '{"model": "tiny", "prompt": "load", "max_tokens": 8}' "$base/v1/completions" >"$tmp/hey" 2>&1
+  ok=$(sed -n 's/^[[:space:]]*\[200\][[:space:]]*\([0-9]*\) responses/\1/p' "$tmp/hey")
+  others=$(grep -E '^[[:space:]]*\[[0-9]+\]' "$tmp/hey" | grep -vc '\[200\]')
+  echo "  hey -z 5s -c 8: ${ok:-0} responses 200, $others other statuses; $(grep 'Requests/sec' "$tmp/hey" | xargs)"
+  check "hey: every response 200" [ "${ok:-0}" -gt 0 -a "$others" -eq 0 ]
+else
+  echo "skip: hey is not installed (apt-get install hey)"
+fi
+npm_dir="${DUALPATH_NPM_DIR:-$HOME/.cache/dualpath/npm}"
+if command -v node >/dev/null && [ -d "$npm_dir/node_modules/openai" ]; then
+  cp "$src/openai_client_test.mjs" "$npm_dir/openai_client_test.mjs"
+  if node "$npm_dir/openai_client_test.mjs" "$base/v1" "$full" "$chat_only" >"$tmp/sdk" 2>&1; then
+    echo "ok: the OpenAI Node client: $(cat "$tmp/sdk")"
+  else
+    echo "FAIL: the OpenAI Node client:"; cat "$tmp/sdk"; fail=1
+  fi
+else
+  echo "skip: the OpenAI Node client is not installed ($npm_dir/node_modules/openai; scripts/install-deps.sh installs it)"
+fi
+kill -INT "$serve_pid"
+wait "$serve_pid"
+rc=$?
+serve_pid=""
+check "SIGINT stops serve with exit 0" [ "$rc" -eq 0 ]
+exit $fail

@@ -1,0 +1,63 @@
+#pragma once
+// ApiKeys: the API's keys and their scopes, from a TOML file (docs/api.md):
+//
+//   [[keys]]
+//   name = "ci"
+//   key_sha256 = "9f86d0..."          # hex SHA-256 of the key (or `key = "..."`, for tests)
+//   scopes = ["models", "chat", "completions", "metrics", "admin"]
+//
+// A request's key comes from `Authorization: Bearer KEY`. No key or an unknown one: 401; a key
+// without the endpoint's scope: 403 naming the scope. The key is hashed and compared against
+// every entry's hash in constant time; keys are never logged or echoed. Errors in the file name
+// the entry, the key and the fix. Thread-safe: reload() swaps the table (SIGHUP rotation).
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dualpath/result.h"
+
+namespace dualpath::serve {
+
+enum class Scope { kModels, kChat, kCompletions, kMetrics, kAdmin };
+std::string_view scope_name(Scope s);
+
+struct AuthResult {
+  int http_status = 200;  // 200, 401 or 403
+  std::string message;    // for 401 / 403
+  std::string key_name;   // the entry that matched (for logs: never the key)
+};
+
+class ApiKeys {
+ public:
+  // Reads and validates `path`.
+  static Result<std::unique_ptr<ApiKeys>> load(const std::string& path);
+  // Rereads the file; on error the old table stays in force and the error is returned.
+  Status reload();
+
+  AuthResult authorize(std::string_view authorization_header, Scope needed) const;
+  bool any_has(Scope s) const;  // whether some key carries this scope (doctor's check)
+  size_t size() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Entry {
+    std::string name;
+    std::array<unsigned char, 32> sha256;
+    std::vector<Scope> scopes;
+  };
+  static Result<std::vector<Entry>> read(const std::string& path);
+  explicit ApiKeys(std::string path) : path_(std::move(path)) {}
+
+  const std::string path_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const std::vector<Entry>> entries_;  // guarded by mu_ (swapped on reload)
+};
+
+// Hex SHA-256 of `text` (lower case), as key_sha256 wants it.
+std::string sha256_hex(std::string_view text);
+
+}  // namespace dualpath::serve

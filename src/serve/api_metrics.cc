@@ -1,0 +1,110 @@
+#include "serve/api_metrics.h"
+
+#include <fmt/format.h>
+#include <prometheus/text_serializer.h>
+
+#include <sstream>
+
+namespace dualpath::serve {
+namespace {
+
+// vLLM's buckets for the same histograms.
+const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,  0.75,
+    1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+const prometheus::Histogram::BucketBoundaries kTokenBuckets = {
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0};
+
+prometheus::Histogram* histogram(prometheus::Registry& r, const std::string& name,
+                                 const std::string& help,
+                                 const prometheus::Histogram::BucketBoundaries& buckets) {
+  return &prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add({}, buckets);
+}
+
+prometheus::Counter* counter(prometheus::Registry& r, const std::string& name,
+                             const std::string& help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+}
+
+}  // namespace
+
+std::string node_label(const engine::NodeId& id) {
+  return fmt::format("{}{}", id.role == engine::NodeRole::kPrefill ? "prefill" : "decode",
+                     id.index);
+}
+
+ApiMetrics::ApiMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  ttft_ = histogram(r, "dualpath:time_to_first_token_seconds",
+                    "Time from the request's arrival to its first token.", kLatencyBuckets);
+  itl_ = histogram(r, "dualpath:inter_token_latency_seconds",
+                   "Time between output tokens (the turn's mean, once per token).", kTokenBuckets);
+  e2e_ = histogram(r, "dualpath:e2e_request_latency_seconds",
+                   "Time from the request's arrival to its last token.", kLatencyBuckets);
+  queue_ = histogram(r, "dualpath:request_queue_time_seconds",
+                     "Time the request waited in the central scheduler's queue.", kLatencyBuckets);
+  prompt_tokens_ = counter(r, "dualpath:prompt_tokens_total", "Prompt tokens of finished turns.");
+  generation_tokens_ =
+      counter(r, "dualpath:generation_tokens_total", "Output tokens returned to clients.");
+  cached_tokens_ = counter(r, "dualpath:prompt_tokens_cached_total",
+                           "Prompt tokens whose KV was loaded from the store (hits).");
+  migrations_ = counter(r, "dualpath:request_migrations_total",
+                        "Turns whose decode moved to another node after a failure.");
+  kv_read_bytes_ = &prometheus::BuildCounter()
+                        .Name("dualpath:kv_read_bytes_total")
+                        .Help("Cached KV bytes read from the store, by read path and node.")
+                        .Register(r);
+  requests_ = &prometheus::BuildCounter()
+                   .Name("dualpath:requests_total")
+                   .Help("API requests by outcome (HTTP status, or cancelled).")
+                   .Register(r);
+  read_queue_ = &prometheus::BuildGauge()
+                     .Name("dualpath:storage_read_queue_bytes")
+                     .Help("Bytes waiting or in flight on the node's storage NIC.")
+                     .Register(r);
+  node_up_ = &prometheus::BuildGauge()
+                  .Name("dualpath:node_up")
+                  .Help("1 while the node holds its lease, 0 once it is dead.")
+                  .Register(r);
+  dram_used_ = &prometheus::BuildGauge()
+                    .Name("dualpath:dram_buffer_used_bytes")
+                    .Help("The node's DRAM buffer (PE or DE buffer) in use.")
+                    .Register(r);
+}
+
+void ApiMetrics::count_request(const std::string& status) {
+  requests_->Add({{"status", status}}).Increment();
+}
+
+void ApiMetrics::observe_turn(const TurnResult& r, int64_t completion_tokens, double e2e_s) {
+  ttft_->Observe(r.ttft_s);
+  e2e_->Observe(e2e_s);
+  queue_->Observe(r.queue_s);
+  for (int64_t i = 1; i < completion_tokens; ++i) itl_->Observe(r.tpot_s);
+  prompt_tokens_->Increment(static_cast<double>(r.prompt_tokens));
+  generation_tokens_->Increment(static_cast<double>(completion_tokens));
+  cached_tokens_->Increment(static_cast<double>(r.hit_tokens));
+  if (r.migrated) migrations_->Increment();
+  if (r.bytes.storage_read > 0) {
+    const bool pe = r.path == sched::ReadPath::kPe;
+    kv_read_bytes_->Add({{"path", pe ? "pe" : "de"}, {"node", node_label(pe ? r.pe : r.de)}})
+        .Increment(static_cast<double>(r.bytes.storage_read));
+  }
+}
+
+std::string ApiMetrics::scrape(const std::vector<NodeStatus>& nodes) {
+  for (const NodeStatus& n : nodes) {
+    const std::string node = node_label(n.id);
+    read_queue_->Add({{"node", node}}).Set(static_cast<double>(n.report.read_queue_bytes));
+    dram_used_->Add({{"node", node}}).Set(static_cast<double>(n.report.dram_used_bytes));
+    node_up_
+        ->Add({{"node", node},
+               {"role", n.id.role == engine::NodeRole::kPrefill ? "prefill" : "decode"}})
+        .Set(n.alive ? 1 : 0);
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, registry_->Collect());
+  return out.str();
+}
+
+}  // namespace dualpath::serve

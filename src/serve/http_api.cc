@@ -1,0 +1,684 @@
+#include "serve/http_api.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace dualpath::serve {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kVersion = "0.1.0";
+constexpr size_t kMaxStops = 4;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// OpenAI's error object, with the status it goes with.
+void send_error(httplib::Response& res, int status, std::string_view type, const std::string& message,
+                const std::string& param = "", const std::string& code = "") {
+  Json e = {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? Json(nullptr) : Json(param)},
+            {"code", code.empty() ? Json(nullptr) : Json(code)}};
+  res.status = status;
+  res.set_content(Json{{"error", e}}.dump(), "application/json");
+}
+
+struct BadRequest {
+  std::string param;
+  std::string message;
+};
+
+// The fields of a completion request the server acts on (docs/api.md); unknown ones are ignored.
+struct CompletionParams {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 0;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+// Text content: a string, or an array of {"type": "text", "text": ...} parts; null is empty.
+std::optional<std::string> content_text(const Json& c) {
+  if (c.is_null()) return std::string();
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) return std::nullopt;
+  std::string out;
+  for (const Json& part : c) {
+    if (!part.is_object()) return std::nullopt;
+    auto type = part.find("type");
+    auto text = part.find("text");
+    if (type == part.end() || !type->is_string() || *type != "text" || text == part.end() ||
+        !text->is_string())
+      return std::nullopt;
+    out += text->get<std::string>();
+  }
+  return out;
+}
+
+std::optional<BadRequest> parse_common(const Json& body, const ApiOptions& opt,
+                                       CompletionParams& p) {
+  // max_completion_tokens (the newer name) wins over max_tokens.
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) continue;
+    if (!it->is_number_integer()) {
+      return BadRequest{key, fmt::format("{} must be an integer", key)};
+    }
+    const int64_t v = it->get<int64_t>();
+    if (v < 1) return BadRequest{key, fmt::format("{} = {} must be at least 1", key, v)};
+    p.max_tokens = v;
+  }
+  if (auto it = body.find("temperature"); it != body.end() && !it->is_null()) {
+    if (!it->is_number()) return BadRequest{"temperature", "temperature must be a number"};
+    const double t = it->get<double>();
+    if (t < 0 || t > 2) {
+      return BadRequest{"temperature", fmt::format("temperature = {} is outside [0, 2]", t)};
+    }
+    if (t > 0) {
+      return BadRequest{"temperature",
+                        fmt::format("temperature = {}: the engines decode greedily; sampling is "
+                                    "not supported yet: send temperature 0 (or omit it)",
+                                    t)};
+    }
+  }
+  if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() != 1) {
+      return BadRequest{"n", "n must be 1: one choice per request"};
+    }
+  }
+  if (auto it = body.find("seed"); it != body.end() && !it->is_null() && !it->is_number_integer()) {
+    return BadRequest{"seed", "seed must be an integer"};
+  }
+  if (auto it = body.find("user"); it != body.end() && !it->is_null() && !it->is_string()) {
+    return BadRequest{"user", "user must be a string"};
+  }
+  if (auto it = body.find("stream"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return BadRequest{"stream", "stream must be true or false"};
+    p.stream = it->get<bool>();
+  }
+  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return BadRequest{"stream_options", "stream_options must be an object"};
+    if (auto u = it->find("include_usage"); u != it->end() && !u->is_null()) {
+      if (!u->is_boolean()) {
+        return BadRequest{"stream_options.include_usage", "include_usage must be true or false"};
+      }
+      p.include_usage = u->get<bool>();
+    }
+  }
+  if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+    if (it->is_string()) {
+      p.stop.push_back(it->get<std::string>());
+    } else if (it->is_array() && it->size() <= kMaxStops) {
+      for (const Json& s : *it) {
+        if (!s.is_string()) return BadRequest{"stop", "stop must be a string or a list of strings"};
+        p.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      return BadRequest{"stop", fmt::format("stop must be a string or up to {} strings", kMaxStops)};
+    }
+    std::erase_if(p.stop, [](const std::string& s) { return s.empty(); });
+  }
+  const int64_t room = opt.max_model_len - static_cast<int64_t>(p.prompt.size());
+  if (room < 1) {
+    return BadRequest{"messages",
+                      fmt::format("the prompt is {} tokens; this model's context is {} tokens "
+                                  "(max_model_len), prompt and output together",
+                                  p.prompt.size(), opt.max_model_len)};
+  }
+  if (p.max_tokens == 0) {
+    p.max_tokens = std::min(opt.default_max_tokens, room);
+  } else if (p.max_tokens > room) {
+    return BadRequest{"max_tokens",
+                      fmt::format("max_tokens = {} does not fit: the prompt is {} tokens and the "
+                                  "context {} (max_model_len), so at most {}",
+                                  p.max_tokens, p.prompt.size(), opt.max_model_len, room)};
+  }
+  return std::nullopt;
+}
+
+// Holds back text that could be the start of a stop string, and cuts at the first one.
+class StopScanner {
+ public:
+  explicit StopScanner(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  bool stopped() const { return stopped_; }
+
+  std::string push(std::string_view text) {
+    if (stopped_) return {};
+    held_ += text;
+    size_t cut = std::string::npos;
+    for (const std::string& s : stops_) cut = std::min(cut, held_.find(s));
+    if (cut != std::string::npos) {
+      stopped_ = true;
+      std::string out = held_.substr(0, cut);
+      held_.clear();
+      return out;
+    }
+    size_t keep = 0;
+    for (const std::string& s : stops_) {
+      for (size_t l = std::min(s.size() - 1, held_.size()); l > keep; --l) {
+        if (held_.compare(held_.size() - l, l, s, 0, l) == 0) {
+          keep = l;
+          break;
+        }
+      }
+    }
+    std::string out = held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+    return out;
+  }
+  std::string finish() {
+    std::string out = stopped_ ? std::string() : std::move(held_);
+    held_.clear();
+    return out;
+  }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+// Turns output tokens into the reply: text deltas, the end of the reply (EOS or a stop string)
+// and the tokens that made it.
+class ReplyBuilder {
+ public:
+  explicit ReplyBuilder(std::vector<std::string> stops) : stop_(std::move(stops)) {}
+
+  // The text to send for these tokens (possibly empty).
+  std::string feed(std::span<const int32_t> tokens) {
+    std::string delta;
+    for (int32_t t : tokens) {
+      if (done_) break;
+      ++completion_tokens_;
+      if (t == SpecialTokens::kEnd) {
+        done_ = true;
+        finish_reason_ = "stop";
+        delta += stop_.push(text_.finish());
+        delta += stop_.finish();
+        break;
+      }
+      accepted_.push_back(t);
+      delta += stop_.push(text_.push(std::span<const int32_t>(&t, 1)));
+      if (stop_.stopped()) {
+        done_ = true;
+        finish_reason_ = "stop";
+      }
+    }
+    reply_ += delta;
+    return delta;
+  }
+  // At the end of the output: what was held back.
+  std::string finish() {
+    if (done_) return {};
+    done_ = true;
+    std::string delta = stop_.push(text_.finish());
+    delta += stop_.finish();
+    reply_ += delta;
+    return delta;
+  }
+  bool done() const { return done_; }
+  const std::string& finish_reason() const { return finish_reason_; }
+  int64_t completion_tokens() const { return completion_tokens_; }
+  const std::string& reply() const { return reply_; }
+  // The generated tokens whose text is exactly the reply (for the memo): all of them unless a
+  // stop string cut the reply, else the longest prefix that decodes to it; nullopt if none does.
+  std::optional<std::vector<int32_t>> reply_tokens() const {
+    TokenTextStream s;
+    std::string acc;
+    std::optional<size_t> best;
+    if (reply_.empty()) best = 0;
+    for (size_t k = 0; k < accepted_.size() && acc.size() <= reply_.size(); ++k) {
+      acc += s.push(std::span<const int32_t>(&accepted_[k], 1));
+      TokenTextStream rest = s;  // what a finish here would add (a held, incomplete character)
+      if (acc.size() <= reply_.size() && acc + rest.finish() == reply_) best = k + 1;
+    }
+    if (!best) return std::nullopt;
+    return std::vector<int32_t>(accepted_.begin(), accepted_.begin() + static_cast<long>(*best));
+  }
+
+ private:
+  TokenTextStream text_;
+  StopScanner stop_;
+  std::vector<int32_t> accepted_;
+  std::string reply_;
+  std::string finish_reason_ = "length";
+  int64_t completion_tokens_ = 0;
+  bool done_ = false;
+};
+
+Json usage_json(const TurnResult& r, int64_t completion_tokens) {
+  return {{"prompt_tokens", r.prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", r.prompt_tokens + completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", r.hit_tokens}}}};
+}
+
+Json dualpath_json(const TurnResult& r) {
+  return {{"read_path", std::string(sched::read_path_name(r.path))},
+          {"hit_tokens", r.hit_tokens},
+          {"storage_read_bytes", r.bytes.storage_read},
+          {"ttft_ms", r.ttft_s * 1e3},
+          {"queue_ms", r.queue_s * 1e3},
+          {"prefill_node", node_label(r.pe)},
+          {"decode_node", node_label(r.de)},
+          {"attempts", r.attempts},
+          {"migrated", r.migrated}};
+}
+
+// The HTTP status and OpenAI error type of a turn that failed.
+std::pair<int, const char*> turn_error(const Status& s) {
+  if (s.is_unavailable() || s.is_timed_out() || s.is_resource_exhausted()) {
+    return {503, "service_unavailable"};
+  }
+  if (s.is_invalid_argument()) return {400, "invalid_request_error"};
+  return {500, "internal_error"};
+}
+
+// Decrements the in-flight count when the request is over.
+struct InFlight {
+  explicit InFlight(std::atomic<int>& n) : n_(n) {}
+  ~InFlight() { n_.fetch_sub(1, std::memory_order_relaxed); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  std::atomic<int>& n_;
+};
+
+// A streaming request's shared state: the turn runs on `runner`, tokens arrive on a link's
+// reader thread, the pool thread writes them.
+struct Stream {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int32_t> pending;                     // guarded by mu
+  bool finished = false;                            // guarded by mu
+  std::optional<Result<TurnResult>> result;         // guarded by mu
+  std::shared_ptr<TurnCancel> cancel = std::make_shared<TurnCancel>();
+  std::thread runner;
+  std::unique_ptr<InFlight> in_flight;
+  Clock::time_point arrived;
+  std::unique_ptr<ReplyBuilder> reply;
+  bool counted = false;  // the request's outcome went to the metrics
+};
+
+}  // namespace
+
+HttpApi::HttpApi(ApiOptions options, SchedulerService& service)
+    : options_(std::move(options)), service_(service) {}
+
+Result<std::unique_ptr<HttpApi>> HttpApi::start(ApiOptions options, SchedulerService& service) {
+  if (options.served_model_name.empty()) options.served_model_name = service.config().engine.model;
+  if (options.max_concurrent < 1) {
+    return Status::invalid_argument(fmt::format(
+        "api.max_concurrent = {} must be at least 1", options.max_concurrent));
+  }
+  std::unique_ptr<HttpApi> api(new HttpApi(std::move(options), service));
+  api->server_ = std::make_unique<httplib::Server>();
+  const size_t threads = static_cast<size_t>(api->options_.max_concurrent) + 8;
+  api->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  api->server_->set_payload_max_length(api->options_.max_body_bytes);
+  api->server_->set_read_timeout(std::chrono::seconds(30));
+  api->server_->set_write_timeout(std::chrono::seconds(30));
+  api->routes();
+  const ApiOptions& o = api->options_;
+  if (o.port == 0) {
+    api->port_ = api->server_->bind_to_any_port(o.host);
+    if (api->port_ <= 0) return Status::unavailable(fmt::format("cannot bind {}:0", o.host));
+  } else {
+    if (!api->server_->bind_to_port(o.host, o.port)) {
+      return Status::unavailable(fmt::format(
+          "cannot bind the API to {}:{} (in use, or not an address of this host): pick another "
+          "--port or --host",
+          o.host, o.port));
+    }
+    api->port_ = o.port;
+  }
+  httplib::Server* server = api->server_.get();
+  api->listen_thread_ = std::thread([server] { server->listen_after_bind(); });
+  return api;
+}
+
+HttpApi::~HttpApi() {
+  if (server_) server_->stop();
+  if (listen_thread_.joinable()) listen_thread_.join();
+}
+
+Status HttpApi::reload_keys() {
+  if (!options_.keys) return Status::ok();
+  return options_.keys->reload();
+}
+
+bool HttpApi::authorized(const httplib::Request& req, httplib::Response& res, Scope scope) {
+  if (!options_.keys) return true;
+  AuthResult a = options_.keys->authorize(req.get_header_value("Authorization"), scope);
+  if (a.http_status == 200) return true;
+  if (a.http_status == 401) {
+    send_error(res, 401, "authentication_error", a.message, "", "invalid_api_key");
+  } else {
+    send_error(res, 403, "permission_error", a.message, "", "insufficient_scope");
+  }
+  metrics_.count_request(std::to_string(a.http_status));
+  return false;
+}
+
+void HttpApi::routes() {
+  httplib::Server& s = *server_;
+  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler's own error
+    if (res.status == 413) {
+      send_error(res, 413, "invalid_request_error",
+                 fmt::format("the request body is larger than {} bytes", options_.max_body_bytes));
+    } else if (res.status == 404) {
+      send_error(res, 404, "invalid_request_error",
+                 fmt::format("no route {} {}: see GET /v1/models, POST /v1/chat/completions, "
+                             "POST /v1/completions, GET /health, GET /metrics",
+                             req.method, req.path),
+                 "", "not_found");
+    } else {
+      send_error(res, res.status, "invalid_request_error", fmt::format("HTTP {}", res.status));
+    }
+    metrics_.count_request(std::to_string(res.status));
+  });
+  s.set_exception_handler(
+      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        DP_LOG_WARN("api: internal error: {}", what);
+        send_error(res, 500, "internal_error", "internal error (a bug in dualpath): " + what);
+        metrics_.count_request("500");
+      });
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const auto nodes = service_.nodes();
+    const auto& e = service_.config().engine;
+    std::vector<std::string> down;
+    for (int role = 0; role < 2; ++role) {
+      const auto r = role == 0 ? engine::NodeRole::kPrefill : engine::NodeRole::kDecode;
+      const int want = role == 0 ? e.prefill_nodes : e.decode_nodes;
+      for (int i = 0; i < want; ++i) {
+        bool up = false;
+        for (const NodeStatus& n : nodes) up = up || (n.id.role == r && n.id.index == i && n.alive);
+        if (!up) down.push_back(node_label(engine::NodeId{r, i}));
+      }
+    }
+    if (down.empty() && service_.ready()) {
+      res.set_content(Json{{"status", "ok"}}.dump(), "application/json");
+      return;
+    }
+    std::string reason = "not ready";
+    if (!down.empty()) reason = fmt::format("nodes down: {}", fmt::join(down, ", "));
+    res.status = 503;
+    res.set_content(Json{{"status", "unavailable"}, {"reason", reason}}.dump(),
+                    "application/json");
+  });
+  s.Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Json{{"version", kVersion}}.dump(), "application/json");
+  });
+  s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res, Scope::kMetrics)) return;
+    res.set_content(metrics_.scrape(service_.nodes()), "text/plain; version=0.0.4");
+  });
+  s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res, Scope::kModels)) return;
+    Json model = {{"id", options_.served_model_name},
+                  {"object", "model"},
+                  {"created", unix_now()},
+                  {"owned_by", "dualpath"},
+                  {"max_model_len", options_.max_model_len}};
+    res.set_content(Json{{"object", "list"}, {"data", Json::array({model})}}.dump(),
+                    "application/json");
+    metrics_.count_request("200");
+  });
+  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    completion(req, res, true);
+  });
+  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    completion(req, res, false);
+  });
+}
+
+void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const Clock::time_point arrived = Clock::now();
+  if (!authorized(req, res, chat ? Scope::kChat : Scope::kCompletions)) return;
+  auto bad = [&](int status, const std::string& type, const std::string& message,
+                 const std::string& param = "", const std::string& code = "") {
+    send_error(res, status, type, message, param, code);
+    metrics_.count_request(std::to_string(status));
+  };
+  const Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    return bad(400, "invalid_request_error",
+               "the body is not valid JSON (UTF-8 text, one object)");
+  }
+  if (!body.is_object()) return bad(400, "invalid_request_error", "the body must be a JSON object");
+  if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
+    if (!m->is_string()) return bad(400, "invalid_request_error", "model must be a string", "model");
+    if (*m != options_.served_model_name) {
+      return bad(404, "invalid_request_error",
+                 fmt::format("the model '{}' does not exist: this server serves '{}' (GET "
+                             "/v1/models)",
+                             m->get<std::string>(), options_.served_model_name),
+                 "model", "model_not_found");
+    }
+  }
+  CompletionParams p;
+  if (chat) {
+    auto msgs = body.find("messages");
+    if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
+      return bad(400, "invalid_request_error",
+                 "messages must be a non-empty list of {\"role\", \"content\"} objects",
+                 "messages");
+    }
+    std::vector<ChatMessage> messages;
+    for (size_t i = 0; i < msgs->size(); ++i) {
+      const Json& m = (*msgs)[i];
+      auto role = m.is_object() ? m.find("role") : m.end();
+      if (!m.is_object() || role == m.end() || !role->is_string()) {
+        return bad(400, "invalid_request_error",
+                   fmt::format("messages[{}] must be an object with a string role", i),
+                   fmt::format("messages[{}]", i));
+      }
+      auto c = m.find("content");
+      std::optional<std::string> text = c == m.end() ? std::string() : content_text(*c);
+      if (!text) {
+        return bad(400, "invalid_request_error",
+                   fmt::format("messages[{}].content must be a string or a list of text parts", i),
+                   fmt::format("messages[{}].content", i));
+      }
+      messages.push_back({role->get<std::string>(), std::move(*text)});
+    }
+    auto prompt = chat_prompt(tokenizer_, messages, &memo_);
+    if (!prompt.is_ok()) {
+      return bad(400, "invalid_request_error", prompt.status().message(), "messages");
+    }
+    p.prompt = std::move(prompt).value();
+  } else {
+    auto pr = body.find("prompt");
+    if (pr == body.end() || !pr->is_string()) {
+      return bad(400, "invalid_request_error", "prompt must be a string", "prompt");
+    }
+    p.prompt = completion_prompt(tokenizer_, pr->get<std::string>());
+  }
+  if (auto err = parse_common(body, options_, p)) {
+    return bad(400, "invalid_request_error", err->message, err->param,
+               err->param == "messages" ? "context_length_exceeded" : "");
+  }
+  if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= options_.max_concurrent) {
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    res.set_header("Retry-After", "1");
+    return bad(429, "rate_limit_error",
+               fmt::format("{} requests are in flight, the server's limit (api.max_concurrent): "
+                           "retry shortly",
+                           options_.max_concurrent));
+  }
+  auto in_flight = std::make_unique<InFlight>(in_flight_);
+  const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl",
+                                     next_id_.fetch_add(1, std::memory_order_relaxed));
+  const int64_t created = unix_now();
+  const std::string object = chat ? "chat.completion" : "text_completion";
+
+  TurnRequest turn;
+  turn.tokens = p.prompt;
+  turn.gen_tokens = p.max_tokens;
+
+  if (!p.stream) {
+    auto r = service_.run_turn(std::move(turn));
+    if (!r.is_ok()) {
+      auto [status, type] = turn_error(r.status());
+      return bad(status, type, r.status().message());
+    }
+    ReplyBuilder reply(p.stop);
+    reply.feed(r->output_tokens);
+    reply.finish();
+    if (chat) {
+      if (auto t = reply.reply_tokens()) memo_.remember(reply.reply(), std::move(*t));
+    }
+    Json choice = {{"index", 0}, {"finish_reason", reply.finish_reason()}, {"logprobs", nullptr}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", reply.reply()}};
+    } else {
+      choice["text"] = reply.reply();
+    }
+    Json out = {{"id", id},
+                {"object", object},
+                {"created", created},
+                {"model", options_.served_model_name},
+                {"choices", Json::array({choice})},
+                {"usage", usage_json(*r, reply.completion_tokens())},
+                {"dualpath", dualpath_json(*r)}};
+    res.set_content(out.dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
+    metrics_.observe_turn(*r, reply.completion_tokens(), seconds_since(arrived));
+    metrics_.count_request("200");
+    return;
+  }
+
+  auto st = std::make_shared<Stream>();
+  st->arrived = arrived;
+  st->in_flight = std::move(in_flight);
+  st->reply = std::make_unique<ReplyBuilder>(p.stop);
+  turn.cancel = st->cancel;
+  turn.on_tokens = [st](std::span<const int32_t> tokens) {
+    std::lock_guard lock(st->mu);
+    st->pending.insert(st->pending.end(), tokens.begin(), tokens.end());
+    st->cv.notify_all();
+  };
+  st->runner = std::thread([this, st, turn = std::move(turn)]() mutable {
+    auto r = service_.run_turn(std::move(turn));
+    std::lock_guard lock(st->mu);
+    st->result = std::move(r);
+    st->finished = true;
+    st->cv.notify_all();
+  });
+  const std::string model = options_.served_model_name;
+  auto chunk = [id, created, model, object, chat](const std::string& text,
+                                                  const Json& finish_reason, bool role) {
+    Json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
+    if (chat) {
+      Json delta = Json::object();
+      if (role) delta["role"] = "assistant";
+      if (!text.empty() || !role) delta["content"] = text;
+      if (!finish_reason.is_null() && text.empty()) delta = Json::object();
+      choice["delta"] = delta;
+    } else {
+      choice["text"] = text;
+    }
+    Json c = {{"id", id},
+              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({choice})}};
+    return "data: " + c.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+  };
+  const bool include_usage = p.include_usage;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, st, chunk, include_usage, chat, id, created, model](size_t,
+                                                                 httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        if (chat && !write(chunk("", nullptr, true))) return false;
+        while (true) {
+          std::vector<int32_t> tokens;
+          bool finished = false;
+          {
+            std::unique_lock lock(st->mu);
+            st->cv.wait_for(lock, std::chrono::seconds(1),
+                            [&] { return !st->pending.empty() || st->finished; });
+            tokens.swap(st->pending);
+            finished = st->finished && tokens.empty();
+          }
+          if (!tokens.empty()) {
+            const std::string delta = st->reply->feed(tokens);
+            if (!delta.empty() && !write(chunk(delta, nullptr, false))) return false;
+            continue;
+          }
+          if (finished) break;
+          if (!sink.is_writable()) return false;  // the client went away between tokens
+        }
+        std::optional<Result<TurnResult>> result;
+        {
+          std::lock_guard lock(st->mu);
+          result = std::move(st->result);
+        }
+        if (!result->is_ok()) {
+          auto [status, type] = turn_error(result->status());
+          const Json e = {{"error",
+                           {{"message", result->status().message()},
+                            {"type", type},
+                            {"param", nullptr},
+                            {"code", status}}}};
+          (void)write("data: " + e.dump() + "\n\n");
+          (void)write("data: [DONE]\n\n");
+          metrics_.count_request(std::to_string(status));
+          st->counted = true;
+          sink.done();
+          return true;
+        }
+        const std::string tail = st->reply->finish();
+        if (!tail.empty() && !write(chunk(tail, nullptr, false))) return false;
+        if (!write(chunk("", st->reply->finish_reason(), false))) return false;
+        const TurnResult& r = **result;
+        if (include_usage) {
+          Json u = {{"id", id},
+                    {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                    {"created", created},
+                    {"model", model},
+                    {"choices", Json::array()},
+                    {"usage", usage_json(r, st->reply->completion_tokens())},
+                    {"dualpath", dualpath_json(r)}};
+          if (!write("data: " + u.dump() + "\n\n")) return false;
+        }
+        if (!write("data: [DONE]\n\n")) return false;
+        if (chat) {
+          if (auto t = st->reply->reply_tokens()) memo_.remember(st->reply->reply(), std::move(*t));
+        }
+        metrics_.observe_turn(r, st->reply->completion_tokens(), seconds_since(st->arrived));
+        metrics_.count_request("200");
+        st->counted = true;
+        sink.done();
+        return true;
+      },
+      [this, st](bool success) {
+        if (!success) st->cancel->cancel();  // the client went away: stop the turn on its nodes
+        if (st->runner.joinable()) st->runner.join();
+        if (!st->counted) metrics_.count_request("cancelled");
+        st->in_flight.reset();
+      });
+}
+
+}  // namespace dualpath::serve

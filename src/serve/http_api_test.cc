@@ -1,0 +1,360 @@
+// The HTTP API against a real cluster (node processes, UCX, block files, the tiny CPU model)
+// through a real HTTP client (cpp-httplib's): the OpenAI shapes, streaming, multi-turn hits,
+// keys, metrics, bad requests, 429, and a client that goes away mid-stream. The curl / jq / npm
+// openai checks of the deployment guide are in apps/dualpath/api_clients_test.sh.
+
+#include "serve/http_api.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "serve/test_cluster.h"
+#include "store/temp_dir.h"
+
+namespace dualpath::serve {
+namespace {
+
+using namespace std::chrono_literals;
+using store::TempDir;
+
+class HttpApiTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    auto c = Cluster::start(test_cluster(dir_->path(), 2));
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    cluster_ = c->release();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    delete dir_;
+  }
+
+  std::unique_ptr<HttpApi> start_api(ApiOptions o = {}) {
+    o.port = 0;
+    auto api = HttpApi::start(o, cluster_->service());
+    EXPECT_TRUE(api.is_ok()) << api.status().to_string();
+    return api.is_ok() ? std::move(api).value() : nullptr;
+  }
+
+  static Json post(HttpApi& api, const std::string& path, const Json& body, int* status,
+                   const std::string& key = "") {
+    httplib::Client cli("127.0.0.1", api.port());
+    cli.set_read_timeout(120, 0);
+    httplib::Headers h;
+    if (!key.empty()) h.emplace("Authorization", "Bearer " + key);
+    auto res = cli.Post(path.c_str(), h, body.dump(), "application/json");
+    if (!res) {
+      *status = -1;
+      return {};
+    }
+    *status = res->status;
+    return Json::parse(res->body, nullptr, false);
+  }
+
+  // Reads an SSE response: the `data:` payloads in order.
+  static std::vector<std::string> stream(HttpApi& api, const std::string& path, const Json& body,
+                                         size_t stop_after = 0) {
+    httplib::Client cli("127.0.0.1", api.port());
+    cli.set_read_timeout(120, 0);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    std::string buffer;
+    std::vector<std::string> events;
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      buffer.append(data, n);
+      for (size_t end; (end = buffer.find("\n\n")) != std::string::npos;) {
+        std::string ev = buffer.substr(0, end);
+        buffer.erase(0, end + 2);
+        if (ev.rfind("data: ", 0) == 0) events.push_back(ev.substr(6));
+      }
+      return stop_after == 0 || events.size() < stop_after;  // false: hang up
+    };
+    (void)cli.send(req);
+    return events;
+  }
+
+  static Json chat_body(const std::vector<std::pair<std::string, std::string>>& msgs,
+                        int max_tokens) {
+    Json m = Json::array();
+    for (const auto& [role, content] : msgs) m.push_back({{"role", role}, {"content", content}});
+    return {{"model", "tiny"}, {"messages", m}, {"max_tokens", max_tokens}, {"temperature", 0}};
+  }
+
+  static inline TempDir* dir_ = nullptr;
+  static inline Cluster* cluster_ = nullptr;
+};
+
+TEST_F(HttpApiTest, ModelsHealthAndVersion) {
+  auto api = start_api();
+  httplib::Client cli("127.0.0.1", api->port());
+  auto models = cli.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  Json m = Json::parse(models->body);
+  EXPECT_EQ(m["object"], "list");
+  EXPECT_EQ(m["data"][0]["id"], "tiny");
+  auto health = cli.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200) << health->body;
+  auto version = cli.Get("/version");
+  ASSERT_TRUE(version);
+  EXPECT_EQ(Json::parse(version->body)["version"], "0.1.0");
+  auto missing = cli.Get("/v2/nothing");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(Json::parse(missing->body)["error"]["code"], "not_found");
+}
+
+// The second turn of a conversation hits the first turn's prompt and reply; the answers are the
+// tokens a recompute of the same prompt gives.
+TEST_F(HttpApiTest, SecondTurnHitsThePromptAndTheReplyOfTheFirst) {
+  auto api = start_api();
+  const std::string question(300, 'q');
+  int status = 0;
+  Json r1 = post(*api, "/v1/chat/completions", chat_body({{"user", question}}, 24), &status);
+  ASSERT_EQ(status, 200) << r1.dump();
+  EXPECT_EQ(r1["object"], "chat.completion");
+  const std::string reply = r1["choices"][0]["message"]["content"];
+  const int64_t p1 = r1["usage"]["prompt_tokens"];
+  const int64_t c1 = r1["usage"]["completion_tokens"];
+  EXPECT_EQ(r1["usage"]["total_tokens"], p1 + c1);
+  EXPECT_TRUE(r1["dualpath"].contains("read_path"));
+  EXPECT_EQ(p1, 300 + 4);  // BOS, <|user|>, 300 bytes, <|end|>, <|assistant|>
+  Json r2 = post(*api, "/v1/chat/completions",
+                 chat_body({{"user", question}, {"assistant", reply}, {"user", "and then?"}}, 8),
+                 &status);
+  ASSERT_EQ(status, 200) << r2.dump();
+  const int64_t cached = r2["usage"]["prompt_tokens_details"]["cached_tokens"];
+  const int64_t block = cluster_->service().config().engine.block_tokens;
+  // The reply's tokens are the generated ones (the memo; an EOS is the template's <|end|>), so
+  // the hit covers prompt + reply, rounded down to whole blocks.
+  EXPECT_GE(cached, (p1 + c1) / block * block) << r2["dualpath"].dump();
+  EXPECT_GT(cached, 0);
+
+  // Greedy: the same prompt recomputed gives the same reply.
+  TurnRequest t;
+  auto tokens = chat_prompt(ByteTokenizer(), std::vector<ChatMessage>{{"user", question}}, nullptr);
+  ASSERT_TRUE(tokens.is_ok());
+  t.tokens = *tokens;
+  t.gen_tokens = 24;
+  t.path = sched::ReadPath::kRecompute;
+  auto rec = cluster_->run_turn(t);
+  ASSERT_TRUE(rec.is_ok()) << rec.status().to_string();
+  std::string want;
+  TokenTextStream s;
+  for (int32_t tok : rec->output_tokens) {
+    if (tok == SpecialTokens::kEnd) break;
+    want += s.push(std::span<const int32_t>(&tok, 1));
+  }
+  want += s.finish();
+  EXPECT_EQ(reply, want);
+}
+
+TEST_F(HttpApiTest, StreamingGivesTheSameTextAsOneResponseThenUsageAndDone) {
+  auto api = start_api();
+  // Long enough (two blocks) for the streamed repeat to hit what the first request stored.
+  Json body = chat_body({{"system", "stream test"}, {"user", std::string(140, 's')}}, 20);
+  int status = 0;
+  Json whole = post(*api, "/v1/chat/completions", body, &status);
+  ASSERT_EQ(status, 200);
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  auto events = stream(*api, "/v1/chat/completions", body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  std::string finish;
+  Json usage;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    Json c = Json::parse(events[i]);
+    ASSERT_FALSE(c.is_discarded()) << events[i];
+    ASSERT_FALSE(c.contains("error")) << events[i];
+    if (c.contains("usage")) {
+      usage = c["usage"];
+      EXPECT_TRUE(c["choices"].empty());
+      continue;
+    }
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    const Json& ch = c["choices"][0];
+    if (ch["delta"].contains("content")) text += ch["delta"]["content"].get<std::string>();
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+  }
+  EXPECT_EQ(Json::parse(events[0])["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(text, whole["choices"][0]["message"]["content"]);
+  EXPECT_EQ(finish, whole["choices"][0]["finish_reason"]);
+  EXPECT_EQ(usage["completion_tokens"], whole["usage"]["completion_tokens"]);
+  // The second time, the same prompt hits what the first stored.
+  EXPECT_GT(usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0);
+}
+
+TEST_F(HttpApiTest, CompletionsAndStopStrings) {
+  auto api = start_api();
+  int status = 0;
+  Json r = post(*api, "/v1/completions", {{"prompt", "once upon a time"}, {"max_tokens", 16}},
+                &status);
+  ASSERT_EQ(status, 200) << r.dump();
+  EXPECT_EQ(r["object"], "text_completion");
+  const std::string text = r["choices"][0]["text"];
+  ASSERT_FALSE(text.empty());
+  // Stop at the reply's first ASCII character after its first byte: the text before it,
+  // finish_reason stop.
+  size_t at = 1;
+  while (at < text.size() && static_cast<unsigned char>(text[at]) >= 0x80) ++at;
+  if (at >= text.size()) GTEST_SKIP() << "no ASCII character to stop at in " << text;
+  const std::string stop = text.substr(at, 1);
+  Json s = post(*api, "/v1/completions",
+                {{"prompt", "once upon a time"}, {"max_tokens", 16}, {"stop", stop}}, &status);
+  ASSERT_EQ(status, 200);
+  const std::string cut = s["choices"][0]["text"];
+  EXPECT_EQ(cut, text.substr(0, text.find(stop)));
+  EXPECT_EQ(s["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(HttpApiTest, BadRequestsGetOpenAiErrorsAndTheServerGoesOn) {
+  ApiOptions o;
+  o.max_model_len = 512;
+  o.max_body_bytes = 1 << 20;
+  auto api = start_api(o);
+  httplib::Client cli("127.0.0.1", api->port());
+  struct Case {
+    std::string body;
+    int status;
+    std::string param;
+  } cases[] = {
+      {"{not json", 400, ""},
+      {"[1, 2]", 400, ""},
+      {R"({"messages": "hi"})", 400, "messages"},
+      {R"({"messages": [{"role": 5, "content": "x"}]})", 400, "messages[0]"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", 400, "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": -1})", 400, "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1000000000})", 400,
+       "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": "ten"})", 400,
+       "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", 400, "n"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": 0.7})", 400,
+       "temperature"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", 400, "stream"},
+      {R"({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]})", 404, "model"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"\xC3\x28\"}]}", 400, ""},
+      {R"({"messages": [{"role": "user", "content": ")" + std::string(600, 'x') + R"("}]})", 400,
+       "messages"},
+      {std::string(2 << 20, ' '), 413, ""},
+  };
+  for (const Case& c : cases) {
+    auto res = cli.Post("/v1/chat/completions", c.body, "application/json");
+    ASSERT_TRUE(res) << c.body.substr(0, 80);
+    EXPECT_EQ(res->status, c.status) << c.body.substr(0, 80) << " -> " << res->body;
+    Json e = Json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(e.is_object() && e.contains("error")) << res->body;
+    EXPECT_TRUE(e["error"]["message"].is_string());
+    EXPECT_TRUE(e["error"]["type"].is_string());
+    if (!c.param.empty()) {
+      EXPECT_EQ(e["error"]["param"], c.param) << res->body;
+    }
+  }
+  int status = 0;
+  Json ok = post(*api, "/v1/chat/completions", chat_body({{"user", "still there?"}}, 4), &status);
+  EXPECT_EQ(status, 200) << ok.dump();
+}
+
+TEST_F(HttpApiTest, KeysGive401And403AndMetricsNeedTheirScope) {
+  TempDir d;
+  const std::string path = d.path() + "/keys.toml";
+  std::ofstream(path) << "[[keys]]\nname = \"chat\"\nkey = \"chat-key-1\"\nscopes = [\"chat\"]\n"
+                         "[[keys]]\nname = \"ops\"\nkey = \"ops-key-1\"\n"
+                         "scopes = [\"models\", \"metrics\"]\n";
+  auto keys = ApiKeys::load(path);
+  ASSERT_TRUE(keys.is_ok());
+  ApiOptions o;
+  o.keys = std::move(keys).value();
+  auto api = start_api(o);
+  int status = 0;
+  Json body = chat_body({{"user", "keys"}}, 4);
+  Json e = post(*api, "/v1/chat/completions", body, &status);
+  EXPECT_EQ(status, 401);
+  EXPECT_EQ(e["error"]["type"], "authentication_error");
+  (void)post(*api, "/v1/chat/completions", body, &status, "ops-key-1");
+  EXPECT_EQ(status, 403);
+  (void)post(*api, "/v1/chat/completions", body, &status, "chat-key-1");
+  EXPECT_EQ(status, 200);
+  httplib::Client cli("127.0.0.1", api->port());
+  auto models = cli.Get("/v1/models", {{"Authorization", "Bearer chat-key-1"}});
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 403);
+  EXPECT_NE(models->body.find("lacks the scope 'models'"), std::string::npos) << models->body;
+  EXPECT_EQ(cli.Get("/health")->status, 200);  // open, like vLLM's
+  EXPECT_EQ(cli.Get("/metrics")->status, 401);
+  auto metrics = cli.Get("/metrics", {{"Authorization", "Bearer ops-key-1"}});
+  ASSERT_TRUE(metrics);
+  ASSERT_EQ(metrics->status, 200);
+  for (const char* name :
+       {"dualpath:time_to_first_token_seconds_bucket", "dualpath:prompt_tokens_total",
+        "dualpath:generation_tokens_total", "dualpath:prompt_tokens_cached_total",
+        "dualpath:requests_total{status=\"200\"} 1", "dualpath:requests_total{status=\"401\"} 2",
+        "dualpath:requests_total{status=\"403\"} 2", "dualpath:node_up{node=\"decode1\"",
+        "dualpath:storage_read_queue_bytes{node=\"prefill0\"}",
+        "dualpath:dram_buffer_used_bytes", "dualpath:e2e_request_latency_seconds_count 1",
+        "dualpath:request_migrations_total 0"}) {
+    EXPECT_NE(metrics->body.find(name), std::string::npos) << name << "\n" << metrics->body;
+  }
+}
+
+TEST_F(HttpApiTest, RequestsBeyondTheLimitGet429) {
+  ApiOptions o;
+  o.max_concurrent = 1;
+  auto api = start_api(o);
+  std::thread slow([&] {
+    int s = 0;
+    (void)post(*api, "/v1/completions", {{"prompt", "slow"}, {"max_tokens", 400}}, &s);
+  });
+  int status = 0;
+  Json e;
+  for (int i = 0; i < 200 && status != 429; ++i) {
+    std::this_thread::sleep_for(10ms);
+    e = post(*api, "/v1/completions", {{"prompt", "fast"}, {"max_tokens", 1}}, &status);
+  }
+  EXPECT_EQ(status, 429) << e.dump();
+  EXPECT_EQ(e["error"]["type"], "rate_limit_error");
+  slow.join();
+}
+
+// A client that hangs up mid-stream: its turn is cancelled and both nodes free its buffers.
+TEST_F(HttpApiTest, AClientThatHangsUpMidStreamHasItsTurnCancelled) {
+  auto api = start_api();
+  Json body = {{"prompt", std::string(200, 'z')}, {"max_tokens", 2000}, {"stream", true}};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto events = stream(*api, "/v1/completions", body, /*stop_after=*/2);
+  EXPECT_EQ(events.size(), 2u);
+  // The nodes report no request state and no buffer in use within a few report intervals.
+  bool freed = false;
+  for (int i = 0; i < 200 && !freed; ++i) {
+    std::this_thread::sleep_for(50ms);
+    freed = true;
+    for (const NodeStatus& n : cluster_->service().nodes()) {
+      freed = freed && n.report.requests == 0 && n.report.dram_used_bytes == 0;
+    }
+  }
+  EXPECT_TRUE(freed);
+  // Well before 2000 tokens would have been decoded.
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60);
+  httplib::Client cli("127.0.0.1", api->port());
+  std::string text;
+  for (int i = 0; i < 100; ++i) {
+    text = cli.Get("/metrics")->body;
+    if (text.find("dualpath:requests_total{status=\"cancelled\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_NE(text.find("dualpath:requests_total{status=\"cancelled\"} 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dualpath::serve
