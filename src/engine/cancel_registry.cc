@@ -17,6 +17,7 @@ void CancelRegistry::begin(uint64_t request_id) {
 void CancelRegistry::end(uint64_t request_id) {
   std::lock_guard lock(mu_);
   running_.erase(request_id);
+  stops_.erase(request_id);
 }
 
 void CancelRegistry::cancel(uint64_t request_id) {
@@ -29,6 +30,16 @@ void CancelRegistry::cancel(uint64_t request_id) {
   const auto now = Clock::now();
   prune(now);
   early_[request_id] = now;
+}
+
+void CancelRegistry::stop(uint64_t request_id) {
+  std::lock_guard lock(mu_);
+  if (running_.count(request_id) > 0) stops_.insert(request_id);
+}
+
+bool CancelRegistry::stop_requested(uint64_t request_id) const {
+  std::lock_guard lock(mu_);
+  return stops_.count(request_id) > 0;
 }
 
 void CancelRegistry::cancel_all() {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "dualpath/units.h"
 
@@ -25,6 +26,9 @@ class CancelRegistry {
   void begin(uint64_t request_id);
   void end(uint64_t request_id);
   void cancel(uint64_t request_id);
+  // Ends a running request's decode early (ignored for a request that is not running).
+  void stop(uint64_t request_id);
+  bool stop_requested(uint64_t request_id) const;
   // Every running request (the scheduler connection was lost: nobody waits for their answers).
   void cancel_all();
   bool cancelled(uint64_t request_id) const;
@@ -39,6 +43,7 @@ class CancelRegistry {
   mutable std::mutex mu_;
   std::map<uint64_t, bool> running_;             // guarded by mu_: id -> cancelled
   std::map<uint64_t, Clock::time_point> early_;  // guarded by mu_: cancels before begin()
+  std::set<uint64_t> stops_;                     // guarded by mu_: running requests to end early
 };
 
 }  // namespace dualpath::engine

@@ -28,5 +28,17 @@ TEST(CancelRegistry, CancelsRunningRequestsAndRemembersEarlyCancels) {
   EXPECT_FALSE(c.cancelled(5));  // cancel_all covers what ran then, not what starts later
 }
 
+TEST(CancelRegistry, StopEndsARunningRequestWithoutCancellingIt) {
+  CancelRegistry c;
+  c.stop(1);  // not running: nothing to stop, and nothing remembered
+  c.begin(1);
+  EXPECT_FALSE(c.stop_requested(1));
+  c.stop(1);
+  EXPECT_TRUE(c.stop_requested(1));
+  EXPECT_FALSE(c.cancelled(1));
+  c.end(1);
+  EXPECT_FALSE(c.stop_requested(1));
+}
+
 }  // namespace
 }  // namespace dualpath::engine

@@ -432,6 +432,7 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
       return Status::aborted(fmt::format("request {} was cancelled after {} of {} tokens", id, i,
                                          p.gen_tokens));
     }
+    if (rt_.cancels().stop_requested(id)) break;  // the client has its reply: answer with it
     const int64_t pos = n + i - 1;  // the position of the token fed in (output[i - 1])
     for (int64_t l = 0; l < layers; ++l) {
       segments[l] = hbm_bytes.subspan(l * stride, pos * row);
@@ -462,7 +463,8 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   reply.output_tokens = std::move(output);
   reply.bytes = bytes;
   reply.decode_s = decode_s;
-  reply.tpot_s = p.gen_tokens > 1 ? decode_s / static_cast<double>(p.gen_tokens - 1) : 0.0;
+  const auto steps = static_cast<double>(reply.output_tokens.size()) - 1;
+  reply.tpot_s = steps > 0 ? decode_s / steps : 0.0;
   reply.persist_skipped_blocks = skipped;
   return reply;
 }

@@ -13,7 +13,7 @@ namespace {
 // The reader's poll timeout: how long destruction may wait for it.
 constexpr int kReaderPollMs = 100;
 // A framed message that has started arriving must finish within this.
-constexpr Duration kFrameTimeout = std::chrono::seconds(30);
+constexpr Duration kLinkFrameTimeout = std::chrono::seconds(30);
 }  // namespace
 
 NodeLink::NodeLink(std::unique_ptr<transport::OobChannel> channel,
@@ -63,7 +63,7 @@ void NodeLink::read_loop() {
     pollfd pfd{channel_->fd(), POLLIN, 0};
     const int ready = ::poll(&pfd, 1, kReaderPollMs);
     if (ready <= 0) continue;
-    auto msg = receive_json(*channel_, kFrameTimeout);
+    auto msg = receive_json(*channel_, kLinkFrameTimeout);
     if (!msg.is_ok() && msg.status().is_corruption()) continue;  // one bad frame: skip it
     if (!msg.is_ok()) {
       std::function<void(const Status&)> notify;

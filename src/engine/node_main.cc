@@ -39,7 +39,7 @@ constexpr auto kRetryPause = std::chrono::milliseconds(200);
 // concurrent turns.
 constexpr int kControlWorkers = 16;
 // A message that has started arriving must finish within this.
-constexpr Duration kFrameTimeout = std::chrono::seconds(30);
+constexpr Duration kNodeFrameTimeout = std::chrono::seconds(30);
 
 // SIGTERM / SIGINT: set by the handler (any thread), read by the main loop.
 std::atomic<bool> g_stop{false};  // relaxed loads and stores: a flag polled every kIdlePollMs
@@ -125,6 +125,13 @@ class NodeService {
       const Json& peers = r.array("peers");
       DP_RETURN_IF_ERROR(r.status());
       DP_RETURN_IF_ERROR(rt_.connect_peers(peers));
+      return Json::object();
+    }
+    if (cmd == "stop") {  // end a decode early; it answers with the tokens so far
+      WireReader r(msg, "stop call");
+      const uint64_t id = r.u64("request_id");
+      DP_RETURN_IF_ERROR(r.status());
+      rt_.cancels().stop(id);
       return Json::object();
     }
     if (cmd == "cancel" || cmd == "release") {
@@ -233,7 +240,7 @@ SessionEnd serve_session(transport::OobChannel& channel,
     pollfd pfd{channel.fd(), POLLIN, 0};
     const int ready = ::poll(&pfd, 1, kIdlePollMs);
     if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
-    auto msg = receive_json(channel, kFrameTimeout);
+    auto msg = receive_json(channel, kNodeFrameTimeout);
     if (!msg.is_ok()) {
       if (msg.status().is_corruption()) {
         DP_LOG_WARN("{} node {}: dropped a malformed message: {}", role_name(setup.role),

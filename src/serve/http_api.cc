@@ -275,7 +275,9 @@ Json dualpath_json(const TurnResult& r) {
           {"prefill_node", node_label(r.pe)},
           {"decode_node", node_label(r.de)},
           {"attempts", r.attempts},
-          {"migrated", r.migrated}};
+          {"migrated", r.migrated},
+          // Tokens the decode ran (past the reply's end when a stop came between token events).
+          {"decoded_tokens", static_cast<int64_t>(r.output_tokens.size())}};
 }
 
 // The HTTP status and OpenAI error type of a turn that failed.
@@ -535,8 +537,23 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
   TurnRequest turn;
   turn.tokens = p.prompt;
   turn.gen_tokens = p.max_tokens;
+  turn.cancel = std::make_shared<TurnCancel>();
 
   if (!p.stream) {
+    // Watches the tokens as they come, to end the decode once the reply is over (an end token,
+    // a stop string) instead of running it to max_tokens.
+    struct Watch {
+      explicit Watch(std::vector<std::string> stops) : reply(std::move(stops)) {}
+      std::mutex mu;
+      ReplyBuilder reply;  // guarded by mu
+    };
+    auto watch = std::make_shared<Watch>(p.stop);
+    turn.on_tokens = [watch, cancel = turn.cancel](std::span<const int32_t> tokens) {
+      std::lock_guard lock(watch->mu);
+      if (watch->reply.done()) return;
+      (void)watch->reply.feed(tokens);
+      if (watch->reply.done()) cancel->stop();
+    };
     auto r = service_.run_turn(std::move(turn));
     if (!r.is_ok()) {
       auto [status, type] = turn_error(r.status());
@@ -571,7 +588,7 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
   st->arrived = arrived;
   st->in_flight = std::move(in_flight);
   st->reply = std::make_unique<ReplyBuilder>(p.stop);
-  turn.cancel = st->cancel;
+  st->cancel = turn.cancel;
   turn.on_tokens = [st](std::span<const int32_t> tokens) {
     std::lock_guard lock(st->mu);
     st->pending.insert(st->pending.end(), tokens.begin(), tokens.end());
@@ -623,7 +640,9 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
             finished = st->finished && tokens.empty();
           }
           if (!tokens.empty()) {
+            const bool was_done = st->reply->done();
             const std::string delta = st->reply->feed(tokens);
+            if (!was_done && st->reply->done()) st->cancel->stop();  // the reply is over
             if (!delta.empty() && !write(chunk(delta, nullptr, false))) return false;
             continue;
           }

@@ -216,6 +216,26 @@ TEST_F(HttpApiTest, CompletionsAndStopStrings) {
   const std::string cut = s["choices"][0]["text"];
   EXPECT_EQ(cut, text.substr(0, text.find(stop)));
   EXPECT_EQ(s["choices"][0]["finish_reason"], "stop");
+  // The stop ends the decode too, not only the reply: far fewer than 600 tokens are decoded,
+  // streaming or not, and the streamed text is the same.
+  Json body = {{"prompt", "once upon a time"}, {"max_tokens", 600}, {"stop", stop}};
+  Json long_stop = post(*api, "/v1/completions", body, &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(long_stop["choices"][0]["text"], cut);
+  EXPECT_LT(long_stop["dualpath"]["decoded_tokens"].get<int64_t>(), 100) << long_stop.dump();
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  std::string streamed;
+  int64_t decoded = -1;
+  for (const std::string& ev : stream(*api, "/v1/completions", body)) {
+    Json c = Json::parse(ev, nullptr, false);
+    if (c.is_discarded()) continue;
+    if (c.contains("dualpath")) decoded = c["dualpath"]["decoded_tokens"];
+    if (!c["choices"].empty()) streamed += c["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, cut);
+  EXPECT_GE(decoded, 1);
+  EXPECT_LT(decoded, 100);
 }
 
 TEST_F(HttpApiTest, BadRequestsGetOpenAiErrorsAndTheServerGoesOn) {

@@ -60,6 +60,24 @@ void TurnCancel::set_hook(std::function<void()> hook) {
   hook_ = std::move(hook);
 }
 
+void TurnCancel::stop() {
+  stopped_.store(true, std::memory_order_release);
+  std::function<void()> hook;
+  {
+    std::lock_guard lock(mu_);
+    hook = stop_hook_;
+  }
+  if (hook) hook();
+}
+
+void TurnCancel::set_stop_hook(std::function<void()> hook) {
+  {
+    std::lock_guard lock(mu_);
+    stop_hook_ = hook;
+  }
+  if (hook && stopped()) hook();
+}
+
 struct SchedulerService::Node {
   NodeId id;
   int sched_node = 0;
@@ -724,7 +742,10 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
     finish_read();
     finish_prefill();
     finish_turn();
-    if (req.cancel) req.cancel->set_hook(nullptr);
+    if (req.cancel) {
+      req.cancel->set_hook(nullptr);
+      req.cancel->set_stop_hook(nullptr);
+    }
     {
       std::lock_guard lock(a.mu);  // waits for a callback in flight
       a.closed = true;
@@ -797,6 +818,13 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
   {
     std::lock_guard lock(a.mu);
     a.decoding = true;
+  }
+  if (req.cancel) {
+    req.cancel->set_stop_hook([de_link, id = a.id] {
+      (void)de_link->send(
+          Json{{"type", "call"}, {"call_id", 0}, {"cmd", "stop"}, {"request_id", id}},
+          kCleanupTimeout);
+    });
   }
   engine::DecodeRequest dec{a.id, pre_out->first_token};
   auto dec_out = engine::call_node<engine::DecodeReply>(*de_link, "decode", dec, call_timeout);

@@ -50,18 +50,26 @@ namespace dualpath::serve {
 using engine::Json;
 
 // Cancels a turn from another thread (a client that went away, a deadline). Thread-safe.
+// stop() instead ends the turn's decode early and successfully: run_turn() returns the tokens so
+// far (an end token or a stop string was seen), and the decode persists its blocks as usual.
 class TurnCancel {
  public:
   void cancel();
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+  void stop();
+  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
 
  private:
   friend class SchedulerService;
-  // The service's hook for the turn's current attempt (it tells the nodes).
+  // The service's hooks for the turn's current attempt (they tell the nodes). A stop asked for
+  // before the attempt's decode node is known runs as soon as its hook is set.
   void set_hook(std::function<void()> hook);
+  void set_stop_hook(std::function<void()> hook);
   std::atomic<bool> cancelled_{false};  // release in cancel(), acquire in cancelled()
+  std::atomic<bool> stopped_{false};    // release in stop(), acquire in stopped()
   std::mutex mu_;
-  std::function<void()> hook_;  // guarded by mu_
+  std::function<void()> hook_;       // guarded by mu_
+  std::function<void()> stop_hook_;  // guarded by mu_
 };
 
 struct TurnRequest {

@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kFormatHint =
+constexpr const char* kMooncakeFormatHint =
     "each line must be {\"timestamp\": ms, \"input_length\": n, \"output_length\": n, "
     "\"hash_ids\": [...]} as described in traces/mooncake_fast25/SOURCE.md";
 
@@ -25,7 +25,7 @@ constexpr int64_t kMaxInputTokens = int64_t{1} << 30;
 constexpr double kMaxTimestampMs = 1e12;
 
 Status bad_line(const std::string& path, int64_t line, const std::string& what) {
-  return Status::invalid_argument(fmt::format("{}:{}: {}; {}", path, line, what, kFormatHint));
+  return Status::invalid_argument(fmt::format("{}:{}: {}; {}", path, line, what, kMooncakeFormatHint));
 }
 
 }  // namespace
@@ -92,7 +92,7 @@ Result<RequestTrace> read_mooncake(const std::string& path) {
     return Status::io_error(fmt::format("reading trace file '{}' failed; check the disk", path));
   if (trace.requests.empty())
     return Status::invalid_argument(
-        fmt::format("trace file '{}' holds no requests; {}", path, kFormatHint));
+        fmt::format("trace file '{}' holds no requests; {}", path, kMooncakeFormatHint));
   std::stable_sort(
       trace.requests.begin(), trace.requests.end(),
       [](const TraceRequest& a, const TraceRequest& b) { return a.arrival_s < b.arrival_s; });

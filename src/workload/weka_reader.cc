@@ -19,7 +19,7 @@ using nlohmann::json;
 
 // The WEKA traces hash prompts in 64-token blocks (SOURCE.md); a trace's `block_size` overrides.
 constexpr int64_t kWekaBlockTokens = 64;
-constexpr const char* kFormatHint =
+constexpr const char* kWekaFormatHint =
     "each line must be one trace object as described in traces/weka_claude_code/SOURCE.md";
 
 // Parsing context for error messages: "file:line".
@@ -29,7 +29,7 @@ struct Where {
 };
 
 Status bad_line(const Where& w, const std::string& what) {
-  return Status::invalid_argument(fmt::format("{}:{}: {}; {}", w.path, w.line, what, kFormatHint));
+  return Status::invalid_argument(fmt::format("{}:{}: {}; {}", w.path, w.line, what, kWekaFormatHint));
 }
 
 std::optional<int64_t> get_count(const json& obj, const char* key) {
@@ -192,7 +192,7 @@ Result<Dataset> read_weka(const std::string& path, const WekaOptions& options) {
   if (ds.trajectories.empty()) {
     return Status::invalid_argument(
         fmt::format("trace file '{}' holds no requests; pass weka_traces_compact.jsonl ({})", path,
-                    kFormatHint));
+                    kWekaFormatHint));
   }
   ds.max_len_tokens = options.max_len_tokens >= 0 ? options.max_len_tokens : b.max_context;
   return ds;
