@@ -45,14 +45,18 @@ double seconds_since(Clock::time_point t) {
 
 }  // namespace
 
-void TurnCancel::cancel() {
-  cancelled_.store(true, std::memory_order_release);
-  std::function<void()> hook;
+void TurnCancel::run(std::function<void()> TurnCancel::*hook) {
+  std::function<void()> h;
   {
     std::lock_guard lock(mu_);
-    hook = hook_;
+    h = this->*hook;
   }
-  if (hook) hook();
+  if (h) h();  // outside the lock: a hook sends to the nodes
+}
+
+void TurnCancel::cancel() {
+  cancelled_.store(true, std::memory_order_release);
+  run(&TurnCancel::hook_);
 }
 
 void TurnCancel::set_hook(std::function<void()> hook) {
@@ -62,12 +66,7 @@ void TurnCancel::set_hook(std::function<void()> hook) {
 
 void TurnCancel::stop() {
   stopped_.store(true, std::memory_order_release);
-  std::function<void()> hook;
-  {
-    std::lock_guard lock(mu_);
-    hook = stop_hook_;
-  }
-  if (hook) hook();
+  run(&TurnCancel::stop_hook_);
 }
 
 void TurnCancel::set_stop_hook(std::function<void()> hook) {

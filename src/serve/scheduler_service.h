@@ -65,6 +65,7 @@ class TurnCancel {
   // before the attempt's decode node is known runs as soon as its hook is set.
   void set_hook(std::function<void()> hook);
   void set_stop_hook(std::function<void()> hook);
+  void run(std::function<void()> TurnCancel::*hook);  // calls the hook, if any, unlocked
   std::atomic<bool> cancelled_{false};  // release in cancel(), acquire in cancelled()
   std::atomic<bool> stopped_{false};    // release in stop(), acquire in stopped()
   std::mutex mu_;
