@@ -15,15 +15,22 @@ const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
 const prometheus::Histogram::BucketBoundaries kTokenBuckets = {
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0};
 
+// A metric family registered under `name`.
+template <typename Builder>
+auto* family(Builder builder, prometheus::Registry& r, const std::string& name,
+             const std::string& help) {
+  return &builder.Name(name).Help(help).Register(r);
+}
+
 prometheus::Histogram* histogram(prometheus::Registry& r, const std::string& name,
                                  const std::string& help,
                                  const prometheus::Histogram::BucketBoundaries& buckets) {
-  return &prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add({}, buckets);
+  return &family(prometheus::BuildHistogram(), r, name, help)->Add({}, buckets);
 }
 
 prometheus::Counter* counter(prometheus::Registry& r, const std::string& name,
                              const std::string& help) {
-  return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+  return &family(prometheus::BuildCounter(), r, name, help)->Add({});
 }
 
 }  // namespace
@@ -50,26 +57,16 @@ ApiMetrics::ApiMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
                            "Prompt tokens whose KV was loaded from the store (hits).");
   migrations_ = counter(r, "dualpath:request_migrations_total",
                         "Turns whose decode moved to another node after a failure.");
-  kv_read_bytes_ = &prometheus::BuildCounter()
-                        .Name("dualpath:kv_read_bytes_total")
-                        .Help("Cached KV bytes read from the store, by read path and node.")
-                        .Register(r);
-  requests_ = &prometheus::BuildCounter()
-                   .Name("dualpath:requests_total")
-                   .Help("API requests by outcome (HTTP status, or cancelled).")
-                   .Register(r);
-  read_queue_ = &prometheus::BuildGauge()
-                     .Name("dualpath:storage_read_queue_bytes")
-                     .Help("Bytes waiting or in flight on the node's storage NIC.")
-                     .Register(r);
-  node_up_ = &prometheus::BuildGauge()
-                  .Name("dualpath:node_up")
-                  .Help("1 while the node holds its lease, 0 once it is dead.")
-                  .Register(r);
-  dram_used_ = &prometheus::BuildGauge()
-                    .Name("dualpath:dram_buffer_used_bytes")
-                    .Help("The node's DRAM buffer (PE or DE buffer) in use.")
-                    .Register(r);
+  kv_read_bytes_ = family(prometheus::BuildCounter(), r, "dualpath:kv_read_bytes_total",
+                          "Cached KV bytes read from the store, by read path and node.");
+  requests_ = family(prometheus::BuildCounter(), r, "dualpath:requests_total",
+                     "API requests by outcome (HTTP status, or cancelled).");
+  read_queue_ = family(prometheus::BuildGauge(), r, "dualpath:storage_read_queue_bytes",
+                       "Bytes waiting or in flight on the node's storage NIC.");
+  node_up_ = family(prometheus::BuildGauge(), r, "dualpath:node_up",
+                    "1 while the node holds its lease, 0 once it is dead.");
+  dram_used_ = family(prometheus::BuildGauge(), r, "dualpath:dram_buffer_used_bytes",
+                      "The node's DRAM buffer (PE or DE buffer) in use.");
 }
 
 void ApiMetrics::count_request(const std::string& status) {

@@ -306,7 +306,7 @@ struct Stream {
   std::vector<int32_t> pending;                     // guarded by mu
   bool finished = false;                            // guarded by mu
   std::optional<Result<TurnResult>> result;         // guarded by mu
-  std::shared_ptr<TurnCancel> cancel = std::make_shared<TurnCancel>();
+  std::shared_ptr<TurnCancel> cancel;  // the turn's
   std::thread runner;
   std::unique_ptr<InFlight> in_flight;
   Clock::time_point arrived;
@@ -559,8 +559,9 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
       auto [status, type] = turn_error(r.status());
       return bad(status, type, r.status().message());
     }
-    ReplyBuilder reply(p.stop);
-    reply.feed(r->output_tokens);
+    // Every output token has reached on_tokens, in order, by the time run_turn returns.
+    std::lock_guard lock(watch->mu);
+    ReplyBuilder& reply = watch->reply;
     reply.finish();
     if (chat) {
       if (auto t = reply.reply_tokens()) memo_.remember(reply.reply(), std::move(*t));
