@@ -116,6 +116,8 @@ expect_exit2 "--port 0: give a TCP port" serve --port 0
 expect_exit2 "must be longer than scheduler.report_interval_ms" serve --config "$tmp/lease.toml"
 expect_exit2 "schedular" serve --config "$tmp/sectypo.toml"
 expect_error "3 of 3 nodes did not register within 1 s: prefill node 0, decode node 0" serve --config "$tmp/reg.toml" --external-nodes
+# (Waits up to 180 s for ready: under heavy load, as in a parallel sanitizer run, starting
+# three node processes has taken over a minute.)
 # serve refuses a non-loopback --host without API keys; with keys (and on the embedded defaults)
 # it prints a ready line on stdout and stops cleanly on SIGINT with no node process left behind.
 expect_exit2 "--host 0.0.0.0 without --api-keys would let anyone" serve --host 0.0.0.0 --scheduler-port 0
@@ -126,7 +128,7 @@ expect_exit2 "--model /no/such/dir: loading a checkpoint directory is not implem
 api_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$bin" serve --host 0.0.0.0 --port "$api_port" --api-keys "$tmp/keys.toml" --scheduler-port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
 serve_pid=$!
-for _ in $(seq 1 120); do grep -q ready "$tmp/serve.out" 2>/dev/null && break; sleep 0.5; done
+for _ in $(seq 1 360); do grep -q ready "$tmp/serve.out" 2>/dev/null && break; sleep 0.5; done
 node_pids=$(pgrep -P "$serve_pid")
 nodes_before=$(echo "$node_pids" | wc -w)
 kill -INT "$serve_pid"

@@ -30,7 +30,7 @@ scopes = ["chat"]
 TOML
 "$bin" serve --port "$port" --scheduler-port 0 --api-keys "$tmp/keys.toml" >"$tmp/out" 2>"$tmp/err" &
 serve_pid=$!
-for _ in $(seq 1 120); do grep -q ready "$tmp/out" 2>/dev/null && break; sleep 0.5; done
+for _ in $(seq 1 360); do grep -q ready "$tmp/out" 2>/dev/null && break; sleep 0.5; done
 if ! grep -q "ready: http://127.0.0.1:$port/v1" "$tmp/out"; then
   echo "FAIL: serve did not print ready"; cat "$tmp/out" "$tmp/err"; exit 1
 fi

@@ -347,13 +347,32 @@ Result<std::unique_ptr<HttpApi>> HttpApi::start(ApiOptions options, SchedulerSer
     api->port_ = o.port;
   }
   httplib::Server* server = api->server_.get();
-  api->listen_thread_ = std::thread([server] { server->listen_after_bind(); });
+  std::atomic<bool>* done = &api->listen_done_;
+  api->listen_thread_ = std::thread([server, done] {
+    server->listen_after_bind();
+    done->store(true, std::memory_order_release);
+  });
+  // httplib's stop() does nothing until the listen loop has started: wait for it, so that a
+  // SIGINT right after `ready` cannot leave the destructor joining a loop nobody stops.
+  for (int i = 0; i < 5000 && !server->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!server->is_running()) {
+    return Status::internal(fmt::format("the API on {}:{} did not start listening", o.host,
+                                        api->port_));
+  }
   return api;
 }
 
 HttpApi::~HttpApi() {
-  if (server_) server_->stop();
-  if (listen_thread_.joinable()) listen_thread_.join();
+  if (listen_thread_.joinable()) {
+    // stop() is a no-op until the listen loop runs, so repeat it until the loop has ended.
+    while (!listen_done_.load(std::memory_order_acquire)) {
+      server_->stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    listen_thread_.join();
+  }
 }
 
 Status HttpApi::reload_keys() {

@@ -78,6 +78,7 @@ class HttpApi {
   ApiMetrics metrics_;
   std::unique_ptr<httplib::Server> server_;
   std::thread listen_thread_;
+  std::atomic<bool> listen_done_{false};  // release when the listen loop returns
   int port_ = 0;
   std::atomic<int> in_flight_{0};           // relaxed: an admission count
   std::atomic<uint64_t> next_id_{1};        // relaxed: distinct response ids
