@@ -35,9 +35,12 @@ constexpr Duration kSetupTimeout = std::chrono::seconds(60);
 constexpr int kIdlePollMs = 200;
 // Between connection attempts.
 constexpr auto kRetryPause = std::chrono::milliseconds(200);
-// Calls a node serves at once: a turn needs at most a few per node, so this allows many
-// concurrent turns.
+// Control workers started with a session. A call that finds none idle starts another (up to
+// kMaxControlWorkers): calls block (a prepare waits for buffer space until its deadline, a decode
+// runs for its whole reply), and a fixed pool let blocked calls starve the ones that would
+// unblock them (a decode behind prepares waiting for its buffers; a `peers` call behind both).
 constexpr int kControlWorkers = 16;
+constexpr int kMaxControlWorkers = 1024;
 // A message that has started arriving must finish within this.
 constexpr Duration kNodeFrameTimeout = std::chrono::seconds(30);
 
@@ -106,6 +109,19 @@ class NodeService {
     for (int e = 0; e < rt_.engines(); ++e) l.hbm_used_bytes.push_back(rt_.hbm(e).used_bytes());
     l.requests = static_cast<int64_t>(rt_.cancels().running() + (de_ ? de_->prepared() : 0));
     return l;
+  }
+
+  // Calls that never block (they only flip flags or free buffers): the reader answers them
+  // itself, so a cancel or a stop is never queued behind the calls it is meant to end.
+  static bool is_immediate(const std::string& cmd) {
+    return cmd == "status" || cmd == "cancel" || cmd == "stop" || cmd == "release";
+  }
+
+  // The session with the scheduler ended: nobody waits for the answers of what runs now, and its
+  // workers must be joined before the node can register again.
+  void cancel_all() {
+    rt_.cancels().cancel_all();
+    if (pe_) pe_->notify_cancel();
   }
 
   // Periodic housekeeping (the report thread): expired DE buffers, safe quarantined HBM.
@@ -189,30 +205,37 @@ SessionEnd serve_session(transport::OobChannel& channel,
     if (!s.is_ok()) lost.store(true, std::memory_order_relaxed);
   };
   std::mutex mu;
+  // Two condition variables on mu: `cv` wakes workers for calls, `stop_cv` the report thread.
+  // With one, the reader's notify_one could wake the reporter instead of a worker, and a queued
+  // call then waited for the next message (a decode that would free the buffers every waiting
+  // prepare needed waited out their deadlines).
   std::condition_variable cv;
+  std::condition_variable stop_cv;
   std::deque<Json> queue;  // guarded by mu
   bool stopping = false;   // guarded by mu
-  std::vector<std::thread> workers;
-  for (int i = 0; i < kControlWorkers; ++i) {
-    workers.emplace_back([&] {
-      for (;;) {
-        Json msg;
-        {
-          std::unique_lock lock(mu);
-          cv.wait(lock, [&] { return stopping || !queue.empty(); });
-          if (stopping) return;
-          msg = std::move(queue.front());
-          queue.pop_front();
-        }
-        send(service.handle(msg, send));
+  std::vector<std::thread> workers;  // started and joined by this (the reader) thread only
+  int idle = 0;                      // guarded by mu: workers waiting for a call
+  auto worker = [&] {
+    for (;;) {
+      Json msg;
+      {
+        std::unique_lock lock(mu);
+        ++idle;
+        cv.wait(lock, [&] { return stopping || !queue.empty(); });
+        --idle;
+        if (stopping) return;
+        msg = std::move(queue.front());
+        queue.pop_front();
       }
-    });
-  }
+      send(service.handle(msg, send));
+    }
+  };
+  for (int i = 0; i < kControlWorkers; ++i) workers.emplace_back(worker);
   std::thread reporter([&] {
     for (;;) {
       {
         std::unique_lock lock(mu);
-        if (cv.wait_for(lock, setup.report_interval, [&] { return stopping; })) return;
+        if (stop_cv.wait_for(lock, setup.report_interval, [&] { return stopping; })) return;
       }
       service.tick();
       Json report = service.report().to_json();
@@ -221,11 +244,13 @@ SessionEnd serve_session(transport::OobChannel& channel,
     }
   });
   auto stop = [&] {
+    service.cancel_all();  // running calls end now, so that their workers can be joined
     {
       std::lock_guard lock(mu);
       stopping = true;
     }
     cv.notify_all();
+    stop_cv.notify_all();
     reporter.join();
     for (auto& w : workers) w.join();
   };
@@ -255,10 +280,18 @@ SessionEnd serve_session(transport::OobChannel& channel,
       end = SessionEnd::kQuit;
       break;
     }
+    if (type == "call" && NodeService::is_immediate(r.str_or("cmd", ""))) {
+      send(service.handle(*msg, send));
+      continue;
+    }
+    bool grow = false;
     {
       std::lock_guard lock(mu);
       queue.push_back(std::move(msg).value());
+      grow = idle < static_cast<int>(queue.size()) &&
+             static_cast<int>(workers.size()) < kMaxControlWorkers;
     }
+    if (grow) workers.emplace_back(worker);
     cv.notify_one();
   }
   stop();
@@ -431,8 +464,7 @@ int run_node(const NodeArgs& args) {
     DP_LOG_INFO("{}: registered with the scheduler at {}:{}", name, hp->host, hp->port);
     const SessionEnd end = serve_session(**channel, *service, *setup);
     if (end == SessionEnd::kQuit || end == SessionEnd::kSignal) return 0;
-    // The scheduler went away: nobody waits for the answers of what runs now.
-    rt->cancels().cancel_all();
+    // The scheduler went away: serve_session cancelled what was running.
     DP_LOG_WARN("{}: lost the scheduler at {}:{}; reconnecting for up to {:.0f} s", name, hp->host,
                 hp->port, to_seconds(args.reconnect_timeout));
     deadline = Clock::now() + args.reconnect_timeout;

@@ -7,19 +7,21 @@
 //      scheduler pick the lowest free one), receives its NodeSetup, builds its NodeRuntime and
 //      engine, and sends its hello (UCX address, DRAM and HBM regions).
 //   2. Serves the scheduler's calls (node_protocol.h) on a pool of control workers, several at
-//      once: prepare, prefill, decode (streaming TokenEvents), release, cancel, peers, status.
+//      once: prepare, prefill, decode (streaming TokenEvents), peers. The pool grows when a call
+//      finds no idle worker, so blocked calls never starve the ones that would unblock them; the
+//      calls that never block (release, cancel, stop, status) are answered by the reader itself.
 //      Every message is parsed without exceptions; a malformed one gets an error reply and the
 //      node goes on. A LoadReport goes out every report interval: it is the node's lease.
 //   3. When the scheduler goes away it cancels what it was doing (nobody waits for those
-//      answers) and reconnects, keeping its runtime (UCX worker, buffers, store): a restarted
+//      answers; its workers are joined before it registers again) and reconnects, keeping its runtime (UCX worker, buffers, store): a restarted
 //      scheduler gets it back without a restart, as long as its setup is the same. After
 //      --reconnect-timeout without one it exits.
 //   It exits 0 on the scheduler's "quit" or SIGTERM/SIGINT, 2 when the scheduler refuses it
 //   (a duplicate index, more nodes than the config has), 1 on other errors.
 //
-// Threads: the main thread (reads the socket, reconnects); kControlWorkers control workers; the
-// report thread; the UCX worker's progress thread; the store's I/O thread; on a DE, the push
-// thread (decode_engine.h).
+// Threads: the main thread (reads the socket, reconnects); kControlWorkers or more control
+// workers; the report thread; the UCX worker's progress thread; the store's I/O thread; on a DE,
+// the push thread (decode_engine.h).
 
 #include <cstdint>
 #include <string>

@@ -31,6 +31,9 @@ using engine::NodeRole;
 constexpr Duration kRegisterTimeout = std::chrono::seconds(10);
 // From its setup to its hello: the node builds its runtime (model weights, UCX, buffers).
 constexpr Duration kHelloTimeout = std::chrono::seconds(120);
+// A `peers` call: the node connects its UCX endpoints (its worker pool grows, so the call is never
+// queued behind blocked ones).
+constexpr Duration kPeersTimeout = std::chrono::seconds(30);
 // How long the accept loop blocks before it checks for shutdown.
 constexpr Duration kAcceptSlice = std::chrono::milliseconds(200);
 // How long a release or cancel to a live node may take (best effort).
@@ -85,6 +88,7 @@ struct SchedulerService::Node {
   std::shared_ptr<engine::NodeLink> link;  // null until it registers
   Json hello;
   bool alive = false;  // registered, connected to its peers, lease current
+  bool joining = false;  // a registration holds this slot (setup sent, not alive yet)
   engine::LoadReport report;
   Clock::time_point last_report;
   int64_t registrations = 0;
@@ -336,7 +340,6 @@ void SchedulerService::handle_registration(std::unique_ptr<transport::OobChannel
         "the node speaks protocol {} and the scheduler {}: run the same dualpath build on both",
         reg->protocol, engine::kProtocolVersion)));
   }
-  std::lock_guard registration(registration_mu_);
   const bool prefill = reg->role == NodeRole::kPrefill;
   const int count = prefill ? config_.engine.prefill_nodes : config_.engine.decode_nodes;
   const char* key = prefill ? "cluster.prefill_nodes" : "cluster.decode_nodes";
@@ -355,7 +358,7 @@ void SchedulerService::handle_registration(std::unique_ptr<transport::OobChannel
     }
     if (index < 0) {
       for (int i = 0; i < count && index < 0; ++i) {
-        if (!slot(i)->alive) index = i;
+        if (!slot(i)->alive && !slot(i)->joining) index = i;
       }
       if (index < 0) {
         return refuse(Status::failed_precondition(fmt::format(
@@ -364,13 +367,26 @@ void SchedulerService::handle_registration(std::unique_ptr<transport::OobChannel
       }
     }
     n = slot(index);
-    if (n->alive) {
+    if (n->alive || n->joining) {
       return refuse(Status::already_exists(fmt::format(
-          "duplicate node index: {} is already registered (host {}, pid {}); give another "
-          "--index, or stop that node first",
-          n->id.name(), n->host, n->pid)));
+          "duplicate node index: {} is already {} (host {}, pid {}); give another --index, or "
+          "stop that node first",
+          n->id.name(), n->alive ? "registered" : "registering", n->alive ? n->host : reg->host,
+          n->alive ? n->pid : reg->pid)));
     }
+    n->joining = true;
   }
+  // Until it is alive, the slot is this registration's; every way out below gives it back. The
+  // slow part (the node builds its runtime: buffers, store, model) runs without any lock, so
+  // nodes starting together set up in parallel.
+  struct Release {
+    SchedulerService* self;
+    Node* node;
+    ~Release() {
+      std::lock_guard lock(self->mu_);
+      node->joining = false;
+    }
+  } release{this, n.get()};
   const engine::NodeSetup setup = setup_for(n->id);
   Status sent = engine::send_json(
       *channel, Json{{"type", "setup"}, {"index", index}, {"setup", setup.to_json()}},
@@ -404,7 +420,9 @@ void SchedulerService::handle_registration(std::unique_ptr<transport::OobChannel
         }
         if (current) mark_dead(sched_node, why);
       });
-  // Peers: the new node connects to every live node of the other role, and they to it.
+  // Peers: the new node connects to every live node of the other role, and they to it. This part
+  // is serialised: of two nodes joining at once, the second sees the first alive.
+  std::lock_guard registration(registration_mu_);
   Json others = Json::array();
   std::vector<std::shared_ptr<Node>> other_nodes;
   {
@@ -416,7 +434,7 @@ void SchedulerService::handle_registration(std::unique_ptr<transport::OobChannel
       }
     }
   }
-  const Duration peer_timeout = kHelloTimeout;
+  const Duration peer_timeout = kPeersTimeout;
   if (auto r = link->call(Json{{"cmd", "peers"}, {"peers", others}}, peer_timeout); !r.is_ok()) {
     DP_LOG_ERROR("{} cannot connect to its peers: {}", n->id.name(), r.status().message());
     link->close(r.status());

@@ -199,7 +199,7 @@ class SchedulerService {
   std::map<int64_t, std::shared_ptr<Waiter>> waiters_;     // guarded by mu_: queued turns by id
   std::map<uint64_t, std::shared_ptr<Attempt>> attempts_;  // guarded by mu_: running, by id
   bool stopping_ = false;                                  // guarded by mu_
-  std::mutex registration_mu_;  // serialises registrations (peer tables stay consistent)
+  std::mutex registration_mu_;  // serialises the peer exchanges of registrations
   std::atomic<uint64_t> next_request_id_{1};  // relaxed: only hands out distinct ids
 
   std::thread accept_thread_, fetch_thread_, lease_thread_;

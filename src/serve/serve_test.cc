@@ -290,6 +290,41 @@ TEST(Serve, NodesReRegisterWithARestartedSchedulerAndTheStoreKeepsItsBlocks) {
   EXPECT_GE(next->hit_tokens, 256);
 }
 
+TEST(Serve, MoreBlockedCallsThanControlWorkersDoNotStarveTheCallsThatUnblockThem) {
+  // A DE buffer with room for one turn at a time, and 40 DE-path turns at once: most prepares
+  // wait for buffer space, which only the admitted turn's decode frees. Two bugs let that decode
+  // wait until the prepares had timed out: the node's fixed pool of 16 control workers (all of
+  // them blocked in prepares), and a queued call's wakeup going to the report thread.
+  TempDir dir;
+  ClusterOptions o = test_cluster(dir.path(), 1);
+  o.config.engine.de_dram_buffer_bytes = 1ull << 20;  // 8 tiny blocks; a turn takes 5
+  auto c = Cluster::start(o);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  TurnRequest seed;
+  seed.tokens = prompt(300, 11);  // 4 full blocks persisted
+  seed.gen_tokens = 2;
+  seed.path = sched::ReadPath::kDe;
+  ASSERT_TRUE((*c)->run_turn(seed).is_ok());
+  constexpr int kTurns = 40;
+  std::vector<Result<TurnResult>> results(kTurns, Status::internal("not run"));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kTurns; ++i) {
+    threads.emplace_back([&, i] {
+      TurnRequest r = seed;
+      for (int k = 0; k < 10; ++k) r.tokens.push_back(300 + (i * 10 + k) % 200);
+      r.gen_tokens = 2;
+      results[static_cast<size_t>(i)] = (*c)->run_turn(r);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kTurns; ++i) {
+    const auto& r = results[static_cast<size_t>(i)];
+    ASSERT_TRUE(r.is_ok()) << "turn " << i << ": " << r.status().to_string();
+    EXPECT_GE(r->hit_tokens, 256) << "turn " << i;
+    EXPECT_EQ(r->attempts, 1) << "turn " << i << " was retried";
+  }
+}
+
 TEST(Serve, ACancelledTurnFreesItsBuffersOnBothSidesWithinAReportInterval) {
   TempDir dir;
   ClusterOptions o = test_cluster(dir.path(), 1);

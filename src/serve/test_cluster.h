@@ -25,8 +25,8 @@ inline ClusterOptions test_cluster(const std::string& dir, int decode_nodes) {
   o.config.scheduler.port = 0;  // tests run side by side
   o.config.scheduler.fetch_interval = std::chrono::milliseconds(5);
 #ifdef DP_SANITIZED
-  // Under ASan, with three other suites' clusters on the two cores, a node has twice missed 60 s
-  // (the cause is not yet known: it did not reproduce alone, docs/serve.md "Not done yet").
+  // Under the sanitizers, with three other suites' clusters on the two cores, a node builds its
+  // runtime several times slower.
   o.ready_timeout = std::chrono::seconds(180);
 #else
   o.ready_timeout = std::chrono::seconds(60);
