@@ -19,6 +19,7 @@
 
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
+#include "bench/fresh_store.h"
 #include "bench/live_bench.h"
 #include "common/config.h"
 #include "engine/engine_config.h"
@@ -143,24 +144,6 @@ struct ModeRun {
   std::optional<sim::SimResult> sim;
 };
 
-// A fresh store per run: a directory inside each configured data path (none configured: the
-// service makes, and removes, a temporary one itself).
-Result<std::vector<std::string>> fresh_data_paths(const engine::EngineConfig& cfg,
-                                                  const std::string& mode) {
-  std::vector<std::string> out;
-  for (const std::string& base : cfg.data_paths) {
-    std::string dir = fmt::format("{}/dualpath-bench-live-{}-{}", base, ::getpid(), mode);
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-    if (!std::filesystem::create_directories(dir, ec)) {
-      return Status::io_error(
-          fmt::format("cannot create the store directory {}: {}", dir, ec.message()));
-    }
-    out.push_back(dir);
-  }
-  return out;
-}
-
 Result<ModeRun> run_mode(const BenchConfigs& cfgs,
                          const std::string& mode,
                          const std::vector<sim::AgentPlan>& agents,
@@ -177,16 +160,9 @@ Result<ModeRun> run_mode(const BenchConfigs& cfgs,
   options.config = cfgs.live;
   options.config.scheduler.mode = live_m;
   options.config.scheduler.port = 0;  // its own nodes only
-  DP_ASSIGN_OR_RETURN(options.config.engine.data_paths, fresh_data_paths(cfgs.live.engine, mode));
-  struct Cleanup {
-    std::vector<std::string> dirs;
-    ~Cleanup() {
-      for (const auto& d : dirs) {
-        std::error_code ec;
-        std::filesystem::remove_all(d, ec);
-      }
-    }
-  } cleanup{options.config.engine.data_paths};
+  DP_ASSIGN_OR_RETURN(bench::FreshStore store,
+                      bench::FreshStore::make(cfgs.live.engine.data_paths, "bench-live-" + mode));
+  options.config.engine.data_paths = store.paths();
   if (!a.quiet) {
     std::fprintf(
         stderr,

@@ -311,6 +311,7 @@ struct Stream {
   std::unique_ptr<InFlight> in_flight;
   Clock::time_point arrived;
   std::unique_ptr<ReplyBuilder> reply;
+  std::vector<int32_t> prompt;  // the turn's (the memo's key)
   bool counted = false;  // the request's outcome went to the metrics
 };
 
@@ -583,7 +584,7 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
     ReplyBuilder& reply = watch->reply;
     reply.finish();
     if (chat) {
-      if (auto t = reply.reply_tokens()) memo_.remember(reply.reply(), std::move(*t));
+      if (auto t = reply.reply_tokens()) memo_.remember(p.prompt, reply.reply(), std::move(*t));
     }
     Json choice = {{"index", 0}, {"finish_reason", reply.finish_reason()}, {"logprobs", nullptr}};
     if (chat) {
@@ -608,6 +609,7 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
   st->arrived = arrived;
   st->in_flight = std::move(in_flight);
   st->reply = std::make_unique<ReplyBuilder>(p.stop);
+  st->prompt = p.prompt;
   st->cancel = turn.cancel;
   turn.on_tokens = [st](std::span<const int32_t> tokens) {
     std::lock_guard lock(st->mu);
@@ -649,6 +651,9 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
                                                                  httplib::DataSink& sink) {
         auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
         if (chat && !write(chunk("", nullptr, true))) return false;
+        // The first tokens always send a chunk, even with no text yet (a character still
+        // incomplete, a token that is not text): clients time the first token by it.
+        bool first = true;
         while (true) {
           std::vector<int32_t> tokens;
           bool finished = false;
@@ -663,7 +668,8 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
             const bool was_done = st->reply->done();
             const std::string delta = st->reply->feed(tokens);
             if (!was_done && st->reply->done()) st->cancel->stop();  // the reply is over
-            if (!delta.empty() && !write(chunk(delta, nullptr, false))) return false;
+            if ((!delta.empty() || first) && !write(chunk(delta, nullptr, false))) return false;
+            first = false;
             continue;
           }
           if (finished) break;
@@ -704,7 +710,9 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
         }
         if (!write("data: [DONE]\n\n")) return false;
         if (chat) {
-          if (auto t = st->reply->reply_tokens()) memo_.remember(st->reply->reply(), std::move(*t));
+          if (auto t = st->reply->reply_tokens()) {
+            memo_.remember(st->prompt, st->reply->reply(), std::move(*t));
+          }
         }
         metrics_.observe_turn(r, st->reply->completion_tokens(), seconds_since(st->arrived));
         metrics_.count_request("200");

@@ -156,6 +156,28 @@ TEST_F(HttpApiTest, SecondTurnHitsThePromptAndTheReplyOfTheFirst) {
   }
   want += s.finish();
   EXPECT_EQ(reply, want);
+
+  // The second turn, which loaded its hit KV from the store, against a recompute of the same
+  // tokens (the server's: the memo splices the first reply's generated tokens).
+  auto tokens2 = chat_prompt(ByteTokenizer(),
+                             std::vector<ChatMessage>{{"user", question},
+                                                      {"assistant", reply},
+                                                      {"user", "and then?"}},
+                             &api->memo());
+  ASSERT_TRUE(tokens2.is_ok());
+  EXPECT_EQ(static_cast<int64_t>(tokens2->size()), r2["usage"]["prompt_tokens"].get<int64_t>());
+  t.tokens = *tokens2;
+  t.gen_tokens = 8;
+  auto rec2 = cluster_->run_turn(t);
+  ASSERT_TRUE(rec2.is_ok()) << rec2.status().to_string();
+  TokenTextStream s2;
+  std::string want2;
+  for (int32_t tok : rec2->output_tokens) {
+    if (tok == SpecialTokens::kEnd) break;
+    want2 += s2.push(std::span<const int32_t>(&tok, 1));
+  }
+  want2 += s2.finish();
+  EXPECT_EQ(r2["choices"][0]["message"]["content"].get<std::string>(), want2);
 }
 
 TEST_F(HttpApiTest, StreamingGivesTheSameTextAsOneResponseThenUsageAndDone) {

@@ -90,23 +90,38 @@ std::string TokenTextStream::push(std::span<const int32_t> tokens) {
   return out;
 }
 
-void ReplyMemo::remember(const std::string& text, std::vector<int32_t> tokens) {
+std::string ReplyMemo::key(std::span<const int32_t> prompt, const std::string& text) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the tokens' bytes
+  for (int32_t t : prompt) {
+    for (int i = 0; i < 4; ++i) {
+      h ^= static_cast<uint8_t>(static_cast<uint32_t>(t) >> (8 * i));
+      h *= 0x100000001B3ull;
+    }
+  }
+  return fmt::format("{:016x}{}", h, text);
+}
+
+void ReplyMemo::remember(std::span<const int32_t> prompt, const std::string& text,
+                         std::vector<int32_t> tokens) {
+  std::string k = key(prompt, text);
   std::lock_guard lock(mu_);
-  if (auto it = entries_.find(text); it != entries_.end()) {
+  if (auto it = entries_.find(k); it != entries_.end()) {
     order_.erase(it->second.pos);
     entries_.erase(it);
   }
-  order_.push_front(text);
-  entries_.emplace(text, Entry{std::move(tokens), order_.begin()});
+  order_.push_front(k);
+  entries_.emplace(std::move(k), Entry{std::move(tokens), order_.begin()});
   while (entries_.size() > capacity_) {
     entries_.erase(order_.back());
     order_.pop_back();
   }
 }
 
-std::optional<std::vector<int32_t>> ReplyMemo::find(const std::string& text) {
+std::optional<std::vector<int32_t>> ReplyMemo::find(std::span<const int32_t> prompt,
+                                                    const std::string& text) {
+  const std::string k = key(prompt, text);
   std::lock_guard lock(mu_);
-  auto it = entries_.find(text);
+  auto it = entries_.find(k);
   if (it == entries_.end()) return std::nullopt;
   order_.splice(order_.begin(), order_, it->second.pos);
   return it->second.tokens;
@@ -135,7 +150,7 @@ Result<std::vector<int32_t>> chat_prompt(const ByteTokenizer& tok,
     }
     out.push_back(role);
     std::optional<std::vector<int32_t>> generated;
-    if (role == SpecialTokens::kAssistant && memo != nullptr) generated = memo->find(m.content);
+    if (role == SpecialTokens::kAssistant && memo != nullptr) generated = memo->find(out, m.content);
     const std::vector<int32_t> body = generated ? std::move(*generated) : tok.encode(m.content);
     out.insert(out.end(), body.begin(), body.end());
     out.push_back(SpecialTokens::kEnd);

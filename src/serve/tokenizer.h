@@ -75,12 +75,17 @@ struct ChatMessage {
   std::string content;
 };
 
-// Remembers the tokens of generated replies by their text (LRU, `capacity` entries).
+// Remembers the tokens of generated replies by the prompt they answered and their text (LRU,
+// `capacity` entries). The text alone is ambiguous: replies whose tokens are not text (the
+// modeled backend's, special tokens) share one text, often the empty one, and splicing another
+// conversation's tokens would break the prefix the next turn hits.
 class ReplyMemo {
  public:
   explicit ReplyMemo(size_t capacity = 4096) : capacity_(capacity) {}
-  void remember(const std::string& text, std::vector<int32_t> tokens);
-  std::optional<std::vector<int32_t>> find(const std::string& text);
+  void remember(std::span<const int32_t> prompt, const std::string& text,
+                std::vector<int32_t> tokens);
+  std::optional<std::vector<int32_t>> find(std::span<const int32_t> prompt,
+                                           const std::string& text);
   size_t size() const;
 
  private:
@@ -91,11 +96,15 @@ class ReplyMemo {
     std::vector<int32_t> tokens;
     std::list<std::string>::iterator pos;
   };
+  // Keyed by the prompt's digest (16 hex digits) and the text.
   std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
+  static std::string key(std::span<const int32_t> prompt, const std::string& text);
 };
 
 // BOS, then per message <|role|> content <|end|>, then <|assistant|>: the prompt of the reply.
-// An assistant message whose text the memo knows is spliced in as its generated tokens.
+// An assistant message that the memo knows (for the tokens before it, which end with
+// <|assistant|> as the prompt it answered did, and its text) is spliced in as its generated
+// tokens.
 // kInvalidArgument for an unknown role (naming it and the message index).
 Result<std::vector<int32_t>> chat_prompt(const ByteTokenizer& tok,
                                          std::span<const ChatMessage> messages, ReplyMemo* memo);

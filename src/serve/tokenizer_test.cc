@@ -66,7 +66,7 @@ TEST(ChatTemplate, EarlierTurnsKeepTheirTokensWhenTheConversationGrows) {
   // The reply as generated: bytes that are not valid UTF-8 and a special token in the middle.
   const std::vector<int32_t> generated = {'o', 0xFF, SpecialTokens::kUser, 'k'};
   const std::string text = tok.decode(generated);
-  memo.remember(text, generated);
+  memo.remember(*p1, text, generated);
   conv.push_back({"assistant", text});
   conv.push_back({"user", "more"});
   auto p2 = chat_prompt(tok, conv, &memo);
@@ -91,13 +91,40 @@ TEST(ChatTemplate, UnknownRoleIsAnErrorNamingIt) {
 
 TEST(ReplyMemo, ForgetsTheLeastRecentlyUsed) {
   ReplyMemo memo(2);
-  memo.remember("a", {1});
-  memo.remember("b", {2});
-  ASSERT_TRUE(memo.find("a").has_value());  // a is now the most recent
-  memo.remember("c", {3});
-  EXPECT_TRUE(memo.find("a").has_value());
-  EXPECT_FALSE(memo.find("b").has_value());
+  const std::vector<int32_t> prompt = {1, 2};
+  memo.remember(prompt, "a", {1});
+  memo.remember(prompt, "b", {2});
+  ASSERT_TRUE(memo.find(prompt, "a").has_value());  // a is now the most recent
+  memo.remember(prompt, "c", {3});
+  EXPECT_TRUE(memo.find(prompt, "a").has_value());
+  EXPECT_FALSE(memo.find(prompt, "b").has_value());
   EXPECT_EQ(memo.size(), 2u);
+}
+
+TEST(ReplyMemo, TwoConversationsWithTheSameReplyTextKeepTheirOwnTokens) {
+  // Replies that are not text (the modeled backend's tokens) all read "": each conversation
+  // must get its own reply's tokens back, not the last one remembered.
+  ByteTokenizer tok;
+  ReplyMemo memo;
+  std::vector<ChatMessage> a = {{"user", "first conversation"}};
+  std::vector<ChatMessage> b = {{"user", "second conversation"}};
+  auto pa = chat_prompt(tok, a, &memo);
+  auto pb = chat_prompt(tok, b, &memo);
+  ASSERT_TRUE(pa.is_ok() && pb.is_ok());
+  const std::vector<int32_t> ga = {300, 301}, gb = {400, 401};
+  ASSERT_EQ(tok.decode(ga), tok.decode(gb));
+  memo.remember(*pa, tok.decode(ga), ga);
+  memo.remember(*pb, tok.decode(gb), gb);
+  a.push_back({"assistant", ""});
+  b.push_back({"assistant", ""});
+  auto qa = chat_prompt(tok, a, &memo);
+  auto qb = chat_prompt(tok, b, &memo);
+  ASSERT_TRUE(qa.is_ok() && qb.is_ok());
+  std::vector<int32_t> want_a = *pa, want_b = *pb;
+  want_a.insert(want_a.end(), ga.begin(), ga.end());
+  want_b.insert(want_b.end(), gb.begin(), gb.end());
+  EXPECT_TRUE(std::equal(want_a.begin(), want_a.end(), qa->begin()));
+  EXPECT_TRUE(std::equal(want_b.begin(), want_b.end(), qb->begin()));
 }
 
 }  // namespace

@@ -1,0 +1,211 @@
+// `dualpath bench serve`: the seed guide's on/off verification through the HTTP API: the same
+// multi-turn chat sessions against a fresh cluster with DualPath off (basic) and on (full),
+// measured by real HTTP clients. The logic lives in bench/serve_bench.{h,cc}; docs/bench.md
+// explains it.
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/dualpath/cli_util.h"
+#include "apps/dualpath/command.h"
+#include "apps/dualpath/gnuplot.h"
+#include "bench/serve_bench.h"
+#include "serve/serve_config.h"
+
+namespace dualpath::app {
+namespace {
+
+using engine::Json;
+
+struct ServeBenchArgs {
+  std::string config_path;
+  std::string modes = "basic,full";
+  std::string json_path;
+  std::string png_path;
+  bench::ServeBenchOptions bench;
+  bool quiet = false;
+};
+
+Status write_png(const std::string& path, const std::vector<bench::ServeBenchRun>& runs) {
+  std::string data;
+  for (const auto& r : runs) {
+    data += fmt::format("{} {:.2f} {:.2f} {:.2f} {:.3f}\n", r.mode, r.output_tokens_per_s,
+                        r.ttft_s.p50 * 1e3, r.ttft_s.p99 * 1e3, r.tpot_s.p50 * 1e3);
+  }
+  return run_gnuplot(fmt::format(
+      "set terminal pngcairo size 1200,450 font 'Sans,11'\nset output '{}'\n"
+      "$d << EOD\n{}EOD\n"
+      "set style data histograms\nset style histogram clustered gap 1\n"
+      "set style fill solid 0.8\nset grid ytics\nset boxwidth 0.8\nset yrange [0:*]\n"
+      "set multiplot layout 1,3 title 'dualpath bench serve: the same sessions through the API'\n"
+      "set title 'output tokens/s (higher is better)'\nplot $d u 2:xtic(1) notitle lc rgb '#3b75af'\n"
+      "set title 'TTFT (ms, lower is better)'\nset key outside bottom center horizontal\n"
+      "plot $d u 3:xtic(1) t 'p50' lc rgb '#3b75af', '' u 4 t 'p99' lc rgb '#ef8636'\n"
+      "set title 'TPOT p50 (ms)'\nplot $d u 5:xtic(1) notitle lc rgb '#519e3e'\n"
+      "unset multiplot\n",
+      path, data));
+}
+
+int run(const ServeBenchArgs& a) {
+  std::vector<serve::ServeMode> modes;
+  {
+    std::stringstream ss(a.modes);
+    for (std::string m; std::getline(ss, m, ',');) {
+      auto p = serve::parse_serve_mode(m);
+      if (!p.is_ok()) return usage_error(fmt::format("--mode: {}", p.status().message()));
+      modes.push_back(*p);
+    }
+  }
+  if (modes.empty()) return usage_error("--mode: name at least one of basic, full, oracle");
+  for (const auto& [flag, path] : {std::pair{"--json", a.json_path}, {"--png", a.png_path}}) {
+    if (Status s = check_output_file_if_given(flag, path); !s.is_ok()) return usage_error(s.message());
+  }
+  const auto& b = a.bench;
+  if (b.sessions < 1 || b.turns < 1 || b.concurrency < 0) {
+    return usage_error(fmt::format(
+        "--sessions {} --turns {} --concurrency {}: give at least one session of one turn, and a "
+        "concurrency of 1 or more (0: every session at once)",
+        b.sessions, b.turns, b.concurrency));
+  }
+  if (b.context_tokens < 1 || b.append_tokens < 1 || b.max_tokens < 1) {
+    return usage_error(fmt::format(
+        "--context-tokens {} --append-tokens {} --max-tokens {}: each must be at least 1",
+        b.context_tokens, b.append_tokens, b.max_tokens));
+  }
+  auto cfg = serve::load_serve_config(a.config_path);
+  if (!cfg.is_ok()) return usage_error(cfg.status().message());
+  const auto& e = cfg->engine;
+  const int concurrency = b.concurrency > 0 ? std::min(b.concurrency, b.sessions) : b.sessions;
+
+  std::vector<bench::ServeBenchRun> runs;
+  for (serve::ServeMode m : modes) {
+    const std::string name(serve::serve_mode_name(m));
+    bench::ServeBenchOptions o = b;
+    double last = -10;
+    if (!a.quiet) {
+      std::fprintf(stderr,
+                   "dualpath bench serve: %s: a fresh %dP%dD cluster (%s, %s compute), %d "
+                   "sessions x %d turns, %d at once, through the HTTP API\n",
+                   name.c_str(), e.prefill_nodes, e.decode_nodes, e.model.c_str(),
+                   e.compute.c_str(), b.sessions, b.turns, concurrency);
+      o.progress = [&](int64_t done, int64_t total, double s) {
+        if (s - last < 5 && done != total) return;
+        last = s;
+        std::fprintf(stderr, "dualpath bench serve: %s: %lld/%lld requests, %.0f s\n",
+                     name.c_str(), static_cast<long long>(done), static_cast<long long>(total), s);
+      };
+    }
+    auto r = bench::run_serve_bench(*cfg, m, o);
+    if (!r.is_ok()) {
+      std::fprintf(stderr, "dualpath bench serve: %s: %s\n", name.c_str(),
+                   r.status().to_string().c_str());
+      return 1;
+    }
+    runs.push_back(std::move(r).value());
+  }
+  std::printf("dualpath bench serve: %s, %dP%dD %s; %d sessions x %d turns, %d at once; context "
+              "%lld, append %lld, max_tokens %lld (real seconds)\n",
+              a.config_path.empty() ? "embedded defaults" : a.config_path.c_str(),
+              e.prefill_nodes, e.decode_nodes, e.model.c_str(), b.sessions, b.turns, concurrency,
+              static_cast<long long>(b.context_tokens), static_cast<long long>(b.append_tokens),
+              static_cast<long long>(b.max_tokens));
+  std::fputs(bench::serve_bench_table(runs).c_str(), stdout);
+  bool same_answers = true;
+  for (const auto& r : runs) {
+    same_answers = same_answers && r.session_digests == runs[0].session_digests;
+    for (const auto& err : r.error_samples) std::printf("  %s error: %s\n", r.mode.c_str(), err.c_str());
+  }
+  if (runs.size() > 1) {
+    std::printf("greedy replies: %s across modes\n", same_answers ? "identical" : "DIFFERENT");
+  }
+  if (!a.json_path.empty()) {
+    Json out = {{"config", a.config_path},
+                {"model", e.model},
+                {"prefill_nodes", e.prefill_nodes},
+                {"decode_nodes", e.decode_nodes},
+                {"sessions", b.sessions},
+                {"turns", b.turns},
+                {"concurrency", concurrency},
+                {"context_tokens", b.context_tokens},
+                {"append_tokens", b.append_tokens},
+                {"max_tokens", b.max_tokens},
+                {"same_replies_across_modes", same_answers},
+                {"runs", Json::array()}};
+    for (const auto& r : runs) out["runs"].push_back(r.to_json());
+    if (runs.size() > 1) {
+      Json ratios = Json::array();
+      for (size_t i = 1; i < runs.size(); ++i) {
+        auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
+        ratios.push_back({{"mode", runs[i].mode},
+                          {"over", runs[0].mode},
+                          {"output_tokens_per_s", ratio(runs[i].output_tokens_per_s,
+                                                        runs[0].output_tokens_per_s)},
+                          {"ttft_p50", ratio(runs[i].ttft_s.p50, runs[0].ttft_s.p50)},
+                          {"ttft_p99", ratio(runs[i].ttft_s.p99, runs[0].ttft_s.p99)},
+                          {"tpot_p50", ratio(runs[i].tpot_s.p50, runs[0].tpot_s.p50)}});
+      }
+      out["ratios"] = ratios;
+    }
+    if (Status s = write_text_file(a.json_path, out.dump(2) + "\n"); !s.is_ok()) {
+      return usage_error(s.message());
+    }
+  }
+  if (!a.png_path.empty()) {
+    if (Status s = write_png(a.png_path, runs); !s.is_ok()) {
+      std::fprintf(stderr, "dualpath bench serve: no PNG: %s\n", s.message().c_str());
+    } else {
+      std::printf("wrote %s\n", a.png_path.c_str());
+    }
+  }
+  int64_t errors = 0;
+  for (const auto& r : runs) errors += r.errors;
+  return errors == 0 && same_answers ? 0 : 1;
+}
+
+void setup(CLI::App& parent, int& exit_code) {
+  auto args = std::make_shared<ServeBenchArgs>();
+  CLI::App* cmd = parent.add_subcommand(
+      "serve",
+      "The seed guide's verification, measured: the same multi-turn chat sessions go through\n"
+      "the OpenAI-compatible HTTP API (streaming, real HTTP clients) of a fresh cluster once\n"
+      "per mode, DualPath off (basic: the PE read path only) and on (full: both read paths),\n"
+      "with at most --concurrency conversations active at once. A session is one long first\n"
+      "message (--context-tokens bytes of text) and --turns turns, each resending the whole\n"
+      "conversation plus --append-tokens new bytes, so every turn after the first hits the KV\n"
+      "the earlier ones stored. Per mode: requests, errors, output tokens/s, TTFT and TPOT\n"
+      "p50/p99 (the client's clock, real seconds), cached tokens; and whether the greedy\n"
+      "replies were identical across modes. Exit 1 on any error or differing reply.\n"
+      "Examples:\n"
+      "  dualpath bench serve --config configs/emu-1p2d.toml --sessions 16 --turns 8\n"
+      "  dualpath bench serve --config configs/emu-1p2d.toml --sessions 16 --turns 8 \\\n"
+      "      --concurrency 8 --json serve.json --png serve.png");
+  cmd->add_option("--config", args->config_path,
+                  "TOML cluster file (default: the embedded 1P2D tiny CPU cluster)");
+  cmd->add_option("--sessions", args->bench.sessions, "conversations (default 16)");
+  cmd->add_option("--turns", args->bench.turns, "requests per conversation (default 10)");
+  cmd->add_option("--concurrency", args->bench.concurrency,
+                  "conversations active at once (default: all of them)");
+  cmd->add_option("--mode", args->modes, "comma list of basic, full, oracle (default basic,full)");
+  cmd->add_option("--context-tokens", args->bench.context_tokens,
+                  "bytes (= tokens) of a session's first message (default 16000)");
+  cmd->add_option("--append-tokens", args->bench.append_tokens,
+                  "bytes (= tokens) of each later user message (default 256)");
+  cmd->add_option("--max-tokens", args->bench.max_tokens, "max_tokens of every request (default 32)");
+  cmd->add_option("--seed", args->bench.seed, "the text's seed (default 1)");
+  cmd->add_option("--json", args->json_path,
+                  "write `runs` (mode, requests, errors, output_tokens_per_s, ttft_s, tpot_s, "
+                  "cached_tokens, ...) and `ratios` here");
+  cmd->add_option("--png", args->png_path, "draw tokens/s, TTFT p50/p99 and TPOT per mode here");
+  cmd->add_flag("--quiet", args->quiet, "no progress lines on stderr");
+  cmd->callback([args, &exit_code] { exit_code = run(*args); });
+}
+
+DP_REGISTER_COMMAND("bench", "serve", setup);
+
+}  // namespace
+}  // namespace dualpath::app

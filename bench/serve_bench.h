@@ -1,0 +1,90 @@
+#pragma once
+// The serving benchmark (`dualpath bench serve`): the seed guide's verification, measured. The
+// same multi-turn chat sessions go through the OpenAI-compatible HTTP API of a fresh cluster once
+// per mode (DualPath off = basic, on = full), from real HTTP clients over TCP, with at most
+// `concurrency` sessions active at once (vLLM's multi-turn serving benchmark: a client runs one
+// conversation at a time, turn after turn, and takes the next when it ends).
+//
+// A session: a first user message of `context_tokens` bytes of text (the byte tokenizer: one
+// token per byte), then `turns` turns; turn i > 0 resends the whole conversation (every earlier
+// message, the replies as the server sent them) plus a new user message of `append_tokens`
+// bytes. Every request streams (SSE, include_usage) with temperature 0 and `max_tokens`. The
+// text is deterministic (the seed, the session, the turn), so both modes get the same requests,
+// and greedy decoding gives them the same replies.
+//
+// Per request, from the client's clock: TTFT (sent -> the first token's chunk), TPOT (the first
+// token's chunk -> the last one, over completion_tokens - 1), end-to-end latency; and from the
+// reply's usage: prompt, completion and cached tokens, and the `dualpath` read path and storage
+// bytes. Times are real seconds (on an emulated cluster they include its time dilation: compare
+// modes, do not quote them).
+//
+// Threads: run_serve_bench blocks; it runs `concurrency` client threads and calls `progress`
+// from them, one call at a time.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/percentiles.h"
+#include "engine/control_channel.h"
+#include "serve/serve_config.h"
+
+namespace dualpath::bench {
+
+using engine::Json;
+
+struct ServeBenchOptions {
+  int sessions = 16;
+  int turns = 10;
+  int concurrency = 0;  // 0: every session at once
+  int64_t context_tokens = 16000;
+  int64_t append_tokens = 256;
+  int64_t max_tokens = 32;
+  uint64_t seed = 1;
+  // The node program and its leading arguments (empty: the dualpath binary's `node`; tests give
+  // dp_engine_node).
+  std::string node_program;
+  std::vector<std::string> node_args;
+  // Called after every request with (requests done, requests in all, real seconds so far).
+  std::function<void(int64_t, int64_t, double)> progress;
+};
+
+struct ServeBenchRun {
+  std::string mode;  // basic, full or oracle
+  int64_t requests = 0;  // answered 200 with a complete stream
+  int64_t errors = 0;    // everything else (an HTTP error, an error event, a cut stream)
+  double duration_s = 0;
+  int64_t output_tokens = 0;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t storage_read_bytes = 0;
+  double output_tokens_per_s = 0;
+  double requests_per_s = 0;
+  LatencyStats ttft_s, tpot_s, e2e_s;
+  // TTFT split: the sessions' first turns (nothing cached: a whole prefill) and the later ones
+  // (the hits the read paths load), since their tails have different causes.
+  LatencyStats ttft_first_turn_s, ttft_later_turns_s;
+  std::map<std::string, int64_t> read_paths;  // dualpath.read_path -> requests
+  std::vector<std::string> error_samples;     // the first few errors
+  // Per session, the FNV-1a digest of every reply's text: equal across modes when the greedy
+  // answers are the same.
+  std::vector<uint64_t> session_digests;
+
+  Json to_json() const;
+};
+
+// Starts a fresh cluster for `config` in `mode` (an empty block store of its own, the API on a
+// free loopback port), runs the sessions through it, and stops it.
+Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
+                                      serve::ServeMode mode,
+                                      const ServeBenchOptions& options);
+
+// The guide's table: one column per run, and each run against the first (normally basic).
+std::string serve_bench_table(const std::vector<ServeBenchRun>& runs);
+
+// Deterministic English-looking ASCII text of exactly `bytes` bytes (words and spaces).
+std::string bench_text(uint64_t seed, int64_t bytes);
+
+}  // namespace dualpath::bench

@@ -1,0 +1,67 @@
+// `dualpath bench serve`'s driver against a real 1P2D cluster (node processes, UCX, block files,
+// the tiny CPU model) through its HTTP API: every request answered, later turns hitting the
+// earlier ones' KV, and the same greedy replies with DualPath off and on. Speed is not asserted
+// (the bench program prints it).
+#include "bench/serve_bench.h"
+
+#include <gtest/gtest.h>
+
+#include "serve/test_cluster.h"
+#include "store/temp_dir.h"
+
+namespace dualpath::bench {
+namespace {
+
+TEST(ServeBench, BasicAndFullServeTheSameSessionsWithTheSameRepliesAndHitTheirKv) {
+  store::TempDir dir;
+  serve::ServeConfig cfg = serve::test_cluster(dir.path(), 2).config;
+  ServeBenchOptions o;
+  o.sessions = 3;
+  o.turns = 3;
+  o.concurrency = 2;
+  o.context_tokens = 700;
+  o.append_tokens = 40;
+  o.max_tokens = 12;
+  o.node_program = DP_ENGINE_NODE_PATH;
+  std::vector<ServeBenchRun> runs;
+  for (serve::ServeMode m : {serve::ServeMode::kBasic, serve::ServeMode::kFull}) {
+    auto r = run_serve_bench(cfg, m, o);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_EQ(r->requests, 9) << r->mode;
+    EXPECT_EQ(r->errors, 0) << (r->error_samples.empty() ? "" : r->error_samples[0]);
+    EXPECT_GT(r->output_tokens, 0);
+    // Turns 2 and 3 of every session hit at least the first message's whole blocks.
+    const int64_t block = cfg.engine.block_tokens;
+    EXPECT_GE(r->cached_tokens, 3 * 2 * (o.context_tokens / block * block)) << r->mode;
+    EXPECT_GT(r->storage_read_bytes, 0);
+    EXPECT_EQ(r->ttft_s.count, 9);
+    EXPECT_EQ(r->ttft_first_turn_s.count, 3);
+    EXPECT_EQ(r->ttft_later_turns_s.count, 6);
+    EXPECT_GT(r->ttft_s.p50, 0);
+    EXPECT_GE(r->e2e_s.p50, r->ttft_s.p50);
+    if (m == serve::ServeMode::kBasic) {
+      EXPECT_EQ(r->read_paths["pe"], 9) << "basic reads by the PE path only";
+    }
+    runs.push_back(std::move(r).value());
+  }
+  EXPECT_EQ(runs[0].session_digests, runs[1].session_digests)
+      << "greedy replies differ between basic and full";
+  const Json j = runs[1].to_json();
+  for (const char* k : {"mode", "requests", "errors", "output_tokens_per_s", "ttft_s", "tpot_s",
+                        "cached_tokens"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_TRUE(j["ttft_s"].contains("p50") && j["ttft_s"].contains("p99"));
+  const std::string table = serve_bench_table(runs);
+  EXPECT_NE(table.find("full/basic"), std::string::npos) << table;
+}
+
+TEST(ServeBench, TextIsDeterministicAndExactlyAsLong) {
+  EXPECT_EQ(bench_text(7, 1000), bench_text(7, 1000));
+  EXPECT_NE(bench_text(7, 1000), bench_text(8, 1000));
+  EXPECT_EQ(bench_text(3, 1).size(), 1u);
+  EXPECT_EQ(bench_text(3, 12345).size(), 12345u);
+}
+
+}  // namespace
+}  // namespace dualpath::bench
