@@ -150,5 +150,21 @@ if "$bin" sim --agents 4 --quiet --json "$tmp/link.json" >/dev/null 2>&1 && [ -L
 else
   echo "FAIL: dualpath sim --json LINK replaced the link or wrote nothing"; fail=1
 fi
+# doctor: errors exit 2 and are lines starting "error:", warnings "warning:"; serve refuses to start
+# on the same errors (the deployment guide's troubleshooting list, src/serve/doctor.h).
+printf '[transport.traffic]\nmodel_weight = 1\nkv_weight = 50\n' >"$tmp/qos.toml"
+printf '[cluster]\nprefill_nodes = 8\ndecode_nodes = 1\n[live]\npe_dram_buffer_mb = 8\nde_dram_buffer_mb = 8\nhbm_mb = 8\n' >"$tmp/pd.toml"
+expect_doctor() {  # expect_doctor WANT_RC "line it must print" config
+  "$bin" doctor --config "$3" >"$tmp/out" 2>&1
+  local rc=$?
+  if [ "$rc" -ne "$1" ] || ! grep -q -- "$2" "$tmp/out"; then
+    echo "FAIL: dualpath doctor --config $3 exited $rc (want $1 and '$2'):"; cat "$tmp/out"; fail=1
+    return
+  fi
+  echo "ok: dualpath doctor --config $3 -> exit $rc, $(grep -- "$2" "$tmp/out" | cut -c1-70)"
+}
+expect_doctor 2 '^error: qos: transport.traffic.kv_weight = 50' "$tmp/qos.toml"
+expect_doctor 0 '^warning: pd: P/D = 8 (8P1D) is outside' "$tmp/pd.toml"
+expect_error "error: qos" serve --config "$tmp/qos.toml" --port 1
 [ "$fail" -eq 0 ] && echo "passed, 0 failed"
 exit "$fail"

@@ -12,7 +12,9 @@
 #include "apps/dualpath/command.h"
 #include "serve/api_keys.h"
 #include "serve/cluster.h"
+#include "serve/doctor.h"
 #include "serve/http_api.h"
+#include "serve/serve_guide.h"
 
 namespace dualpath::app {
 namespace {
@@ -24,6 +26,8 @@ struct ServeArgs {
   bool external_nodes = false;
   std::optional<int> scheduler_port;
   std::string api_keys;
+  std::string settings;
+  bool skip_doctor = false;
   std::string served_model_name;
   std::string model;
   int max_concurrent = 128;
@@ -67,6 +71,30 @@ int run(const ServeArgs& a) {
           a.model));
     }
     cfg->engine.model = a.model;
+  }
+  std::optional<serve::GuideSettings> settings;
+  if (!a.settings.empty()) {
+    auto s = serve::apply_settings_json(a.settings, *cfg);
+    if (!s.is_ok()) return usage_error(s.status().message());
+    settings = std::move(s).value();
+  }
+  // The deployment guide's troubleshooting list, before anything starts (`dualpath doctor`).
+  if (!a.skip_doctor) {
+    serve::DoctorInput in;
+    in.config = *cfg;
+    in.keys = keys.get();
+    in.settings = settings;
+    in.local_nodes = !a.external_nodes;
+    in.host = serve::this_host();
+    const auto findings = serve::run_doctor(in);
+    std::fputs(serve::format_findings(findings, /*with_ok=*/false).c_str(), stderr);
+    if (serve::has_errors(findings)) {
+      std::fprintf(stderr,
+                   "dualpath serve: the checks above failed (`dualpath doctor --config %s` "
+                   "repeats them; --skip-doctor starts anyway)\n",
+                   a.config_path.empty() ? "FILE" : a.config_path.c_str());
+      return 2;
+    }
   }
   if (a.max_concurrent < 1) {
     return usage_error(fmt::format("--max-concurrent {}: give at least 1", a.max_concurrent));
@@ -167,6 +195,11 @@ void setup(CLI::App& parent, int& exit_code) {
                   "TOML file of [[keys]] (name, key_sha256 or key, scopes: models, chat, "
                   "completions, metrics, admin); reloaded on SIGHUP. Without it the API serves "
                   "loopback only");
+  cmd->add_option("--settings", args->settings,
+                  "the deployment guide's settings.json: its dualpath block (enable, "
+                  "rebalance_interval_ms) and health_check block");
+  cmd->add_flag("--skip-doctor", args->skip_doctor,
+                "start even when `dualpath doctor`'s checks find an error");
   cmd->add_option("--served-model-name", args->served_model_name,
                   "the model id clients send and /v1/models lists (default: the model preset)");
   cmd->add_option("--model", args->model, "the built-in model: tiny or small (default: the "

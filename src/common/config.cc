@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <sstream>
@@ -194,6 +196,91 @@ std::vector<std::string> Config::string_list(std::string_view key,
     out.push_back(*s);
   }
   return out;
+}
+
+std::vector<int64_t> Config::integer_list(std::string_view key, std::vector<int64_t> fallback) {
+  touch(key);
+  const auto* n = static_cast<const toml::node*>(lookup(key));
+  if (n == nullptr) return fallback;
+  const toml::array* arr = n->as_array();
+  if (arr == nullptr) {
+    fail(key, "expected a list of integers, e.g. [0, 1, 2, 3]");
+    return fallback;
+  }
+  std::vector<int64_t> out;
+  for (const auto& el : *arr) {
+    auto v = el.value_exact<int64_t>();
+    if (!v) {
+      fail(key, "every element must be an integer");
+      return fallback;
+    }
+    out.push_back(*v);
+  }
+  return out;
+}
+
+Result<int64_t> parse_size_bytes(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return Status::invalid_argument(fmt::format(
+        "'{}' is not a size: {}; write a number of bytes or one with a suffix, e.g. \"64M\", "
+        "\"80G\", \"1.5T\"",
+        text, why));
+  };
+  std::string_view t = text;
+  while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+  while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+  size_t digits = 0;
+  while (digits < t.size() && (std::isdigit(static_cast<unsigned char>(t[digits])) != 0 ||
+                               t[digits] == '.')) {
+    ++digits;
+  }
+  if (digits == 0) return bad("it does not start with a number");
+  double value = 0;
+  {
+    const std::string number(t.substr(0, digits));
+    char* end = nullptr;
+    value = std::strtod(number.c_str(), &end);
+    if (end != number.c_str() + number.size()) return bad("the number is malformed");
+  }
+  std::string unit(t.substr(digits));
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit.size() >= 2 && unit.substr(unit.size() - 2) == "IB") unit.resize(unit.size() - 2);
+  else if (unit.size() >= 2 && unit.back() == 'B') unit.pop_back();
+  double scale = 1;
+  if (unit.empty() || unit == "B") {
+    scale = 1;
+  } else if (unit == "K") {
+    scale = 1024.0;
+  } else if (unit == "M") {
+    scale = 1024.0 * 1024;
+  } else if (unit == "G") {
+    scale = 1024.0 * 1024 * 1024;
+  } else if (unit == "T") {
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  } else {
+    return bad(fmt::format("unknown unit '{}' (use K, M, G or T)", t.substr(digits)));
+  }
+  const double bytes = value * scale;
+  if (!std::isfinite(bytes) || bytes < 0 || bytes > 9.0e18) return bad("it is out of range");
+  return static_cast<int64_t>(bytes);
+}
+
+int64_t Config::size_bytes(std::string_view key, int64_t fallback, std::string_view what) {
+  touch(key);
+  const auto* n = static_cast<const toml::node*>(lookup(key));
+  if (n == nullptr) return fallback;
+  if (auto v = n->value_exact<int64_t>()) {
+    if (*v >= 0) return *v;
+  } else if (auto text = n->value_exact<std::string>()) {
+    auto parsed = parse_size_bytes(*text);
+    if (parsed.is_ok()) return *parsed;
+    fail(key, parsed.status().message());
+    return fallback;
+  }
+  fail(key, fmt::format("expected a size, bytes or a string like \"64M\" or \"80G\"{}{}",
+                        what.empty() ? "" : ": ", what));
+  return fallback;
 }
 
 void Config::ignore_section(std::string_view prefix) { ignored_prefixes_.emplace(prefix); }

@@ -49,6 +49,10 @@ class Config {
   std::string choice(std::string_view key, std::string fallback,
                      const std::vector<std::string>& allowed);
   std::vector<std::string> string_list(std::string_view key, std::vector<std::string> fallback);
+  std::vector<int64_t> integer_list(std::string_view key, std::vector<int64_t> fallback);
+  // A size in bytes: an integer (bytes) or a string with a binary suffix, "64M", "80G", "1.5T",
+  // "512KiB" (K, M, G, T = 2^10, 2^20, 2^30, 2^40; an optional "B" or "iB" after it).
+  int64_t size_bytes(std::string_view key, int64_t fallback, std::string_view what = {});
 
   // Records a caller-side validation error for `key` (e.g. a cross-field check).
   void fail(std::string_view key, std::string_view message);
@@ -73,6 +77,9 @@ class Config {
   std::set<std::string, std::less<>> ignored_prefixes_;
   std::vector<std::string> errors_;
 };
+
+// "80G" -> 85899345920 (the size_bytes format); kInvalidArgument saying what is wrong.
+Result<int64_t> parse_size_bytes(std::string_view text);
 
 // Edit distance, for "did you mean" hints.
 size_t edit_distance(std::string_view a, std::string_view b);

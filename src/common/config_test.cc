@@ -83,3 +83,41 @@ TEST(Config, CommaSeparatedStringIsAList) {
 
 }  // namespace
 }  // namespace dualpath
+
+namespace dualpath {
+namespace {
+
+TEST(ConfigSizes, SuffixesAreBinaryAndErrorsSayWhatIsWrong) {
+  EXPECT_EQ(*parse_size_bytes("64M"), int64_t{64} << 20);
+  EXPECT_EQ(*parse_size_bytes("80G"), int64_t{80} << 30);
+  EXPECT_EQ(*parse_size_bytes("320GiB"), int64_t{320} << 30);
+  EXPECT_EQ(*parse_size_bytes("1.5T"), int64_t{3} << 39);
+  EXPECT_EQ(*parse_size_bytes("512kb"), int64_t{512} << 10);
+  EXPECT_EQ(*parse_size_bytes("4096"), 4096);
+  for (const char* bad : {"", "G", "80X", "1.2.3G", "-5G", "80 G B"}) {
+    auto r = parse_size_bytes(bad);
+    EXPECT_FALSE(r.is_ok()) << bad;
+    if (!r.is_ok()) {
+      EXPECT_NE(r.status().message().find("\"80G\""), std::string::npos) << bad;
+    }
+  }
+}
+
+TEST(ConfigSizes, SizeKeysAcceptIntegersAndSuffixedStringsAndNameTheKeyOnError) {
+  auto c = Config::from_string(
+      "[a]\nx = \"80G\"\ny = 1024\nz = \"lots\"\nids = [0, 1, 2, 3]\nbad_ids = [0, \"1\"]\n",
+      "t.toml");
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(c->size_bytes("a.x", 0), int64_t{80} << 30);
+  EXPECT_EQ(c->size_bytes("a.y", 0), 1024);
+  EXPECT_EQ(c->size_bytes("a.missing", 7), 7);
+  EXPECT_EQ(c->integer_list("a.ids", {}).size(), 4u);
+  EXPECT_EQ(c->size_bytes("a.z", 5), 5);
+  EXPECT_TRUE(c->integer_list("a.bad_ids", {9}) == std::vector<int64_t>{9});
+  Status s = c->finish();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("key 'a.z'"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace dualpath

@@ -200,6 +200,15 @@ bool ApiKeys::any_has(Scope s) const {
   });
 }
 
+std::vector<std::string> ApiKeys::names_lacking(Scope s) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const Entry& e : *entries_) {
+    if (std::find(e.scopes.begin(), e.scopes.end(), s) == e.scopes.end()) out.push_back(e.name);
+  }
+  return out;
+}
+
 size_t ApiKeys::size() const {
   std::lock_guard lock(mu_);
   return entries_->size();

@@ -40,6 +40,7 @@ class ApiKeys {
 
   AuthResult authorize(std::string_view authorization_header, Scope needed) const;
   bool any_has(Scope s) const;  // whether some key carries this scope (doctor's check)
+  std::vector<std::string> names_lacking(Scope s) const;  // the keys without it (doctor's check)
   size_t size() const;
   const std::string& path() const { return path_; }
 

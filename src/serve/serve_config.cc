@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "serve/serve_guide.h"
+
 namespace dualpath::serve {
 
 std::string_view serve_mode_name(ServeMode m) {
@@ -95,6 +97,12 @@ Status apply_serve_config(Config& file, ServeConfig& cfg) {
 }
 
 Result<ServeConfig> load_serve_config(const std::string& path) {
+  DP_ASSIGN_OR_RETURN(ServeConfig cfg, read_serve_config(path));
+  DP_RETURN_IF_ERROR(cfg.engine.validate());
+  return cfg;
+}
+
+Result<ServeConfig> read_serve_config(const std::string& path) {
   Config file;
   ServeConfig cfg;
   if (!path.empty()) {
@@ -103,6 +111,7 @@ Result<ServeConfig> load_serve_config(const std::string& path) {
   // The embedded default: the tiny CPU model on 1P2D.
   cfg.engine.decode_nodes = 2;
   DP_RETURN_IF_ERROR(apply_serve_config(file, cfg));
+  DP_RETURN_IF_ERROR(apply_guide_config(file, cfg));
   // The simulator's sections and keys, read by `dualpath sim` from the same file.
   for (const char* section : {"workload", "online"}) file.ignore_section(section);
   for (const char* key : {"cluster.pe_buffer_gb", "cluster.de_buffer_gb", "cluster.hbm_reserved_gb",
@@ -110,7 +119,6 @@ Result<ServeConfig> load_serve_config(const std::string& path) {
     file.ignore_key(key);
   }
   DP_RETURN_IF_ERROR(file.finish());
-  DP_RETURN_IF_ERROR(cfg.engine.validate());
   return cfg;
 }
 

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/config.h"
 #include "dualpath/result.h"
@@ -53,6 +54,12 @@ struct ServeConfig {
   engine::EngineConfig engine;
   SchedulerSettings scheduler;
   std::string origin = "<defaults>";  // the config file, for messages
+  // The storage NIC's device ("mlx5_0:1"; the guide's [storage_node] rdma_device and
+  // rdma_port), for `dualpath doctor`'s checks; empty when the config does not name it.
+  std::string storage_device;
+  // What the guide's keys mapped onto, and those with no effect here (serve_guide.h); printed
+  // as `warning:` lines by `serve` and `doctor`.
+  std::vector<std::string> warnings;
 
   // The engine policy and read-path policy of the mode (as the simulator's modes map them).
   sched::EnginePolicy engine_policy() const;
@@ -64,8 +71,12 @@ struct ServeConfig {
 Status apply_serve_config(Config& file, ServeConfig& cfg);
 
 // Reads a config file (empty path: the embedded defaults: the tiny CPU model on 1P2D with a
-// temporary store) and validates it. Unknown keys are errors, except the simulator's sections
+// temporary store) and validates it. The seed deployment guide's sections are read too
+// (serve_guide.h). Unknown keys are errors, except the simulator's sections
 // and keys, which it reads from the same file.
 Result<ServeConfig> load_serve_config(const std::string& path);
+// The same without the checks against this machine (data paths exist, sizes fit): what
+// `dualpath doctor` reads before it reports those checks one by one.
+Result<ServeConfig> read_serve_config(const std::string& path);
 
 }  // namespace dualpath::serve
