@@ -21,6 +21,7 @@ pkgs=(
   # tools used by benchmarks and figure generation
   fio                           # side-by-side storage baseline
   curl jq hey                   # the API tests: curl and jq as the deployment guide uses them, hey for load
+  wamerican                     # /usr/share/dict/words: the built-in model's readability test
   gnuplot-nox                   # PNG/SVG figures (docs/results)
 )
 

@@ -9,6 +9,10 @@
 #include "compute/init_rng.h"
 #include "compute/safetensors.h"
 
+// The embedded file (builtin_weights.S).
+extern "C" const char dp_tiny_weights_begin[];
+extern "C" const char dp_tiny_weights_end[];
+
 namespace dualpath::compute {
 namespace {
 
@@ -94,6 +98,40 @@ Result<std::shared_ptr<const CpuWeights>> load_weights(const std::string& path,
                                                        const CpuModelConfig& config) {
   DP_RETURN_IF_ERROR(config.validate());
   DP_ASSIGN_OR_RETURN(SafetensorsFile file, read_safetensors(path));
+  return weights_from(std::move(file), path, config);
+}
+
+std::span<const std::byte> builtin_weights_file() {
+  return {reinterpret_cast<const std::byte*>(dp_tiny_weights_begin),
+          static_cast<size_t>(dp_tiny_weights_end - dp_tiny_weights_begin)};
+}
+
+Result<std::shared_ptr<const CpuWeights>> builtin_weights(const CpuModelConfig& config) {
+  if (config.name != "tiny") {
+    return Status::not_found(fmt::format(
+        "model '{}' has no trained weights built in (only tiny does); use live.weights = "
+        "\"random\"",
+        config.name));
+  }
+  static const Result<std::shared_ptr<const CpuWeights>> parsed =
+      [&]() -> Result<std::shared_ptr<const CpuWeights>> {
+    const auto bytes = builtin_weights_file();
+    if (bytes.empty()) {
+      return Status::not_found(
+          "this build carries no trained weights for tiny (models/tiny.safetensors was empty); "
+          "use live.weights = \"random\"");
+    }
+    DP_ASSIGN_OR_RETURN(SafetensorsFile file,
+                        parse_safetensors(bytes, "the built-in models/tiny.safetensors"));
+    return weights_from(std::move(file), "the built-in models/tiny.safetensors", config);
+  }();
+  return parsed;
+}
+
+Result<std::shared_ptr<const CpuWeights>> weights_from(SafetensorsFile file,
+                                                       const std::string& path,
+                                                       const CpuModelConfig& config) {
+  DP_RETURN_IF_ERROR(config.validate());
   auto w = std::make_shared<CpuWeights>();
   w->config = config;
   w->layers.resize(config.layers);

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "compute/cpu_model_config.h"
+#include "compute/safetensors.h"
 #include "dualpath/result.h"
 
 namespace dualpath::compute {
@@ -46,6 +48,18 @@ Result<std::shared_ptr<const CpuWeights>> random_weights(const CpuModelConfig& c
 // lm_head.weight). Errors name the file and the missing or misshapen tensor.
 Result<std::shared_ptr<const CpuWeights>> load_weights(const std::string& path,
                                                        const CpuModelConfig& config);
+
+// The same from a parsed file (`origin` names it in errors).
+Result<std::shared_ptr<const CpuWeights>> weights_from(SafetensorsFile file,
+                                                       const std::string& origin,
+                                                       const CpuModelConfig& config);
+
+// The built-in model's trained weights, carried in the binary (models/tiny.safetensors, trained
+// by scripts/train_tiny.py on the SQLite documentation): parsed once, shared. kNotFound for a
+// model that has none (only `tiny` does).
+Result<std::shared_ptr<const CpuWeights>> builtin_weights(const CpuModelConfig& config);
+// The embedded file's bytes (empty when the build carries none) and its __metadata__.
+std::span<const std::byte> builtin_weights_file();
 
 // Writes `weights` in the format load_weights reads; the config goes in __metadata__.
 Status save_weights(const std::string& path, const CpuWeights& weights);

@@ -42,28 +42,34 @@ Result<SafetensorsFile> read_safetensors(const std::string& path) {
   }
   const auto file_bytes = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
+  std::vector<char> bytes(file_bytes);
+  in.read(bytes.data(), static_cast<std::streamsize>(file_bytes));
+  if (!in) {
+    return Status::io_error(fmt::format("reading safetensors file '{}' ({} bytes) failed: {}", path,
+                                        file_bytes, std::strerror(errno)));
+  }
+  return parse_safetensors(std::as_bytes(std::span<const char>(bytes)), path);
+}
+
+Result<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes,
+                                          const std::string& path) {
+  const uint64_t file_bytes = bytes.size();
   if (file_bytes < 8) {
     return corrupt(path,
                    fmt::format("{} bytes is shorter than the 8-byte header length", file_bytes));
   }
-  unsigned char len_bytes[8];
-  in.read(reinterpret_cast<char*>(len_bytes), 8);
   uint64_t header_bytes = 0;
-  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | len_bytes[i];
+  for (int i = 7; i >= 0; --i) {
+    header_bytes = (header_bytes << 8) | std::to_integer<uint64_t>(bytes[static_cast<size_t>(i)]);
+  }
   if (header_bytes > kMaxHeaderBytes || header_bytes > file_bytes - 8) {
     return corrupt(path, fmt::format("header length {} exceeds the file ({} bytes) or the {} "
                                      "byte limit",
                                      header_bytes, file_bytes, kMaxHeaderBytes));
   }
-  std::string header(header_bytes, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_bytes));
+  const std::string header(reinterpret_cast<const char*>(bytes.data()) + 8, header_bytes);
   const uint64_t data_bytes = file_bytes - 8 - header_bytes;
-  std::vector<char> data(data_bytes);
-  in.read(data.data(), static_cast<std::streamsize>(data_bytes));
-  if (!in) {
-    return Status::io_error(fmt::format("reading safetensors file '{}' ({} bytes) failed: {}", path,
-                                        file_bytes, std::strerror(errno)));
-  }
+  const std::byte* data = bytes.data() + 8 + header_bytes;
 
   nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
@@ -129,7 +135,7 @@ Result<SafetensorsFile> read_safetensors(const std::string& path) {
                             name, begin, end, end - begin, shape.dump(), elements * sizeof(float)));
     }
     t.data.resize(elements);
-    if (elements > 0) std::memcpy(t.data.data(), data.data() + begin, end - begin);
+    if (elements > 0) std::memcpy(t.data.data(), data + begin, end - begin);
     ranges.emplace_back(begin, end);
     out.tensors.emplace(name, std::move(t));
   }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct SafetensorsFile {
 // parse, a dtype other than F32, offsets outside the data buffer or not matching the shape,
 // overlapping tensors.
 Result<SafetensorsFile> read_safetensors(const std::string& path);
+// The same from bytes in memory (`path` names them in errors).
+Result<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes,
+                                          const std::string& path);
 
 // Writes `file` (tensors in name order, data packed back to back), atomically: to a temporary
 // name in the same directory, then rename. Each tensor's data must match its shape.

@@ -5,6 +5,7 @@
 
 #include "compute/cpu_backend.h"
 #include "compute/cpu_model_config.h"
+#include "compute/cpu_weights.h"
 #include "compute/modeled_backend.h"
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
@@ -35,6 +36,7 @@ constexpr const char* kModeledHardware = "h800";
 Json BackendSpec::to_json() const {
   return Json{{"compute", compute},
               {"model", model},
+              {"weights", weights},
               {"weights_seed", weights_seed},
               {"kv_scale", kv_scale},
               {"time_dilation", time_dilation},
@@ -49,6 +51,7 @@ Result<BackendSpec> BackendSpec::from_json(const Json& j) {
   try {
     s.compute = j.value("compute", s.compute);
     s.model = j.value("model", s.model);
+    s.weights = j.value("weights", s.weights);
     s.weights_seed = j.value("weights_seed", s.weights_seed);
     s.kv_scale = j.value("kv_scale", s.kv_scale);
     s.time_dilation = j.value("time_dilation", s.time_dilation);
@@ -73,7 +76,11 @@ Result<std::unique_ptr<BackendFactory>> BackendFactory::create(const BackendSpec
                       "\"modeled\" for a model/ preset)",
                       spec.model, fmt::join(compute::cpu_model_preset_names(), ", ")));
     }
-    DP_ASSIGN_OR_RETURN(f->weights_, compute::random_weights(*preset, spec.weights_seed));
+    if (spec.weights == "trained") {
+      DP_ASSIGN_OR_RETURN(f->weights_, compute::builtin_weights(*preset));
+    } else {
+      DP_ASSIGN_OR_RETURN(f->weights_, compute::random_weights(*preset, spec.weights_seed));
+    }
     f->shape_ = {preset->layers, preset->kv_bytes_per_token_per_layer()};
     f->vocab_ = preset->vocab;
   } else if (spec.compute == "modeled") {

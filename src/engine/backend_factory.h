@@ -27,6 +27,8 @@ using Json = nlohmann::json;
 struct BackendSpec {
   std::string compute = "cpu";  // "cpu" (a compute/ CPU preset) or "modeled" (a model/ preset)
   std::string model = "tiny";
+  // cpu: "trained" (the built-in trained weights, tiny only) or "random" (drawn from weights_seed).
+  std::string weights = "random";
   uint64_t weights_seed = 1;
   double kv_scale = 1.0;
   double time_dilation = 1.0;

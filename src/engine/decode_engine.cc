@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "common/log.h"
+#include "compute/sampling.h"
 
 namespace dualpath::engine {
 
@@ -446,7 +447,7 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
       std::copy_n(new_kv.begin() + l * row, row, hbm_bytes.begin() + l * stride + pos * row);
     }
     sequence.push_back(output.back());
-    output.push_back(next.at(0).token);
+    output.push_back(compute::choose_token(next.at(0), p.sampling, pos + 1));
     flush(false);
     if (persist && (pos + 1) % bt == 0) {
       const int64_t b = pos / bt;

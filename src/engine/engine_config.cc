@@ -14,6 +14,8 @@ BackendSpec EngineConfig::backend_spec() const {
   BackendSpec b;
   b.compute = compute;
   b.model = model;
+  b.weights = weights.empty() ? (compute == "cpu" && model == "tiny" ? "trained" : "random")
+                              : weights;
   b.weights_seed = weights_seed;
   b.kv_scale = kv_scale;
   b.time_dilation = time_dilation;
@@ -38,6 +40,12 @@ Result<ModelKvShape> model_kv_shape(const EngineConfig& config) {
 
 Status EngineConfig::validate() const {
   DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(*this));
+  if (weights == "trained" && (compute != "cpu" || model != "tiny")) {
+    return Status::invalid_argument(fmt::format(
+        "live.weights = \"trained\": only the built-in tiny CPU model has trained weights (this "
+        "config runs {} on the {} backend); use live.weights = \"random\"",
+        model, compute));
+  }
   if (block_tokens <= 0) {
     return Status::invalid_argument(fmt::format(
         "store.block_tokens = {} must be positive; 64 is the paper's block size", block_tokens));
@@ -110,6 +118,7 @@ Status apply_engine_config(Config& f, EngineConfig& c) {
   c.kv_scale = f.positive_number("live.kv_scale", c.kv_scale, "scale of the modeled KV bytes");
   c.time_dilation =
       f.positive_number("live.time_dilation", c.time_dilation, "real seconds per emulated second");
+  if (f.has("live.weights")) c.weights = f.choice("live.weights", "trained", {"trained", "random"});
   c.weights_seed = static_cast<uint64_t>(
       f.integer("live.weights_seed", static_cast<int64_t>(c.weights_seed), 0, INT64_MAX, "seed"));
   c.pipeline_depth =

@@ -7,7 +7,8 @@
 //   [cluster]   prefill_nodes = 1  decode_nodes = 2
 //   [store]     block_tokens = 64  data_paths = ["/mnt/kv0"]   capacity_gb = 0
 //   [live]      pe_dram_buffer_mb = 256  de_dram_buffer_mb = 256  hbm_mb = 256
-//               weights_seed = 1  request_timeout_ms = 30000  pipeline_depth = 3
+//               weights = "trained"  weights_seed = 1  request_timeout_ms = 30000
+//               pipeline_depth = 3
 //               engines_per_node = 1
 //               compute = "cpu"  kv_scale = 1  time_dilation = 1   # "modeled": not run yet
 //   [transport] tls = "sm,self" ... (transport/transport_config.h)
@@ -49,6 +50,9 @@ struct EngineConfig {
   std::string compute = "cpu";
   double kv_scale = 1.0;       // modeled: KV bytes per token scaled by this
   double time_dilation = 1.0;  // modeled: real seconds per emulated second
+  // "trained" (the built-in trained weights: tiny, the default) or "random" (drawn from
+  // weights_seed: small's only choice).
+  std::string weights;  // empty: trained for tiny, random otherwise
   uint64_t weights_seed = 1;
   int prefill_nodes = 1;
   int decode_nodes = 1;

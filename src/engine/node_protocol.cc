@@ -75,10 +75,32 @@ HopBytes& HopBytes::operator+=(const HopBytes& o) {
   return *this;
 }
 
+// A request's sampling travels only when it is not greedy (the fields are absent otherwise).
+void put_sampling(Json& j, const compute::SamplingParams& s) {
+  if (s.greedy()) return;
+  j["sampling"] = Json{
+      {"temperature", s.temperature}, {"top_p", s.top_p}, {"top_k", s.top_k}, {"seed", s.seed}};
+}
+
+compute::SamplingParams read_sampling(const Json& j) {
+  compute::SamplingParams s;
+  auto it = j.find("sampling");
+  if (it == j.end() || !it->is_object()) return s;
+  WireReader r(*it, "sampling");
+  s.temperature = r.number_or("temperature", 0, 0, 100);
+  s.top_p = r.number_or("top_p", 1, 1e-9, 1);
+  s.top_k = static_cast<int>(r.i64_or("top_k", 0, 0, 1 << 30));
+  s.seed = r.u64_or("seed", 0);
+  if (!r.status().is_ok()) return compute::SamplingParams{};
+  return s;
+}
+
 Json PrepareRequest::to_json() const {
-  return Json{{"request_id", request_id}, {"tokens", tokens},       {"hit_tokens", hit_tokens},
-              {"gen_tokens", gen_tokens}, {"read_hits", read_hits}, {"oracle", oracle},
-              {"engine", engine}};
+  Json j{{"request_id", request_id}, {"tokens", tokens},       {"hit_tokens", hit_tokens},
+         {"gen_tokens", gen_tokens}, {"read_hits", read_hits}, {"oracle", oracle},
+         {"engine", engine}};
+  put_sampling(j, sampling);
+  return j;
 }
 
 Result<PrepareRequest> PrepareRequest::from_json(const Json& j) {
@@ -92,6 +114,7 @@ Result<PrepareRequest> PrepareRequest::from_json(const Json& j) {
   p.oracle = r.boolean_or("oracle", false);
   p.engine = static_cast<int>(r.i64_or("engine", 0, 0, kMaxIndex));
   DP_RETURN_IF_ERROR(r.status());
+  p.sampling = read_sampling(j);
   return p;
 }
 
@@ -109,10 +132,12 @@ Result<PrepareReply> PrepareReply::from_json(const Json& j) {
 }
 
 Json PrefillRequest::to_json() const {
-  return Json{{"request_id", request_id}, {"tokens", tokens},
-              {"hit_tokens", hit_tokens}, {"path", sched::read_path_name(path)},
-              {"de_index", de_index},     {"de_dram_offset", de_dram_offset},
-              {"pe_engine", pe_engine}};
+  Json j{{"request_id", request_id}, {"tokens", tokens},
+         {"hit_tokens", hit_tokens}, {"path", sched::read_path_name(path)},
+         {"de_index", de_index},     {"de_dram_offset", de_dram_offset},
+         {"pe_engine", pe_engine}};
+  put_sampling(j, sampling);
+  return j;
 }
 
 Result<PrefillRequest> PrefillRequest::from_json(const Json& j) {
@@ -128,6 +153,7 @@ Result<PrefillRequest> PrefillRequest::from_json(const Json& j) {
   p.pe_engine = static_cast<int>(r.i64_or("pe_engine", 0, 0, kMaxIndex));
   DP_RETURN_IF_ERROR(r.status());
   p.path = *path;
+  p.sampling = read_sampling(j);
   return p;
 }
 

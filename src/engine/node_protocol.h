@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "compute/sampling.h"
 #include "engine/control_channel.h"
 #include "sched/read_path.h"
 
@@ -71,6 +72,7 @@ struct PrepareRequest {
   bool read_hits = false;
   bool oracle = false;  // kOracle: no DE buffer, no DE H2D, no persistence
   int engine = 0;       // the engine of the DE node that decodes
+  compute::SamplingParams sampling;  // how the decode picks its tokens (greedy by default)
 
   Json to_json() const;
   static Result<PrepareRequest> from_json(const Json& j);
@@ -93,6 +95,7 @@ struct PrefillRequest {
   int de_index = 0;             // the DE node that will decode (and, on the DE path, reads)
   uint64_t de_dram_offset = 0;  // the request's Full Blocks in that DE node's buffer
   int pe_engine = 0;            // the engine of the PE node that prefills
+  compute::SamplingParams sampling;  // how the first token is picked (greedy by default)
 
   Json to_json() const;
   static Result<PrefillRequest> from_json(const Json& j);

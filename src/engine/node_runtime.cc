@@ -2,12 +2,23 @@
 
 #include <fmt/format.h>
 
+#include "compute/cpu_weights.h"
 #include "engine/engine_config.h"
 #include "engine/wire.h"
 
 namespace dualpath::engine {
 
 store::ModelFingerprint kv_fingerprint(const BackendSpec& b) {
+  if (b.compute == "cpu" && b.weights == "trained") {
+    // The embedded file's bytes identify the weights: retrained weights never hit old KV.
+    static const uint64_t digest = [] {
+      const auto file = compute::builtin_weights_file();
+      return store::fingerprint_of(
+                 std::string_view(reinterpret_cast<const char*>(file.data()), file.size()))
+          .value;
+    }();
+    return store::fingerprint_of(fmt::format("cpu/{}/trained/{:016x}/fp32-kv", b.model, digest));
+  }
   if (b.compute == "cpu") {
     return store::fingerprint_of(
         fmt::format("cpu/{}/weights-seed={}/fp32-kv", b.model, b.weights_seed));

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "compute/sampling.h"
 #include "engine/layer_messages.h"
 #include "engine/wire.h"
 #include "engine/node_protocol.h"
@@ -337,7 +338,9 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
   DP_RETURN_IF_ERROR(status);
   DP_ASSIGN_OR_RETURN(std::vector<compute::NextToken> next, backend->finish_prefill());
   PrefillReply reply;
-  reply.first_token = next.at(0).token;
+  // The first output token sits at the prompt's length (compute/sampling.h: by position).
+  reply.first_token = compute::choose_token(next.at(0), req.sampling,
+                                            static_cast<int64_t>(req.tokens.size()));
   reply.logits = std::move(next.at(0).logits);  // empty for the modeled backend
   reply.bytes = bytes;
   reply.prefill_s = seconds_since(start);

@@ -40,11 +40,19 @@ TEST(WireReader, MistypedAndMissingFieldsAreErrorsNamingTheField) {
 }
 
 TEST(WireReader, EveryMessageRoundTripsThroughJson) {
-  PrefillRequest p{42, {1, 2, 3}, 0, sched::ReadPath::kDe, 1, 4096, 0};
+  PrefillRequest p{42, {1, 2, 3}, 0, sched::ReadPath::kDe, 1, 4096, 0, {}};
   auto back = PrefillRequest::from_json(p.to_json());
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->tokens, p.tokens);
   EXPECT_EQ(back->path, sched::ReadPath::kDe);
+  EXPECT_TRUE(back->sampling.greedy());
+  p.sampling = {0.7, 0.9, 40, 12345};
+  auto sampled = PrefillRequest::from_json(p.to_json());
+  ASSERT_TRUE(sampled.is_ok());
+  EXPECT_DOUBLE_EQ(sampled->sampling.temperature, 0.7);
+  EXPECT_DOUBLE_EQ(sampled->sampling.top_p, 0.9);
+  EXPECT_EQ(sampled->sampling.top_k, 40);
+  EXPECT_EQ(sampled->sampling.seed, 12345u);
   PrefillReply reply;
   reply.first_token = 9;
   reply.logits = {0.5f, -1.0f};

@@ -48,6 +48,8 @@ struct CompletionParams {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
+  compute::SamplingParams sampling;  // greedy unless temperature > 0
+  bool seeded = false;               // the request gave a seed
 };
 
 // Text content: a string, or an array of {"type": "text", "text": ...} parts; null is empty.
@@ -87,20 +89,31 @@ std::optional<BadRequest> parse_common(const Json& body, const ApiOptions& opt,
     if (t < 0 || t > 2) {
       return BadRequest{"temperature", fmt::format("temperature = {} is outside [0, 2]", t)};
     }
-    if (t > 0) {
-      return BadRequest{"temperature",
-                        fmt::format("temperature = {}: the engines decode greedily; sampling is "
-                                    "not supported yet: send temperature 0 (or omit it)",
-                                    t)};
+    p.sampling.temperature = t;
+  }
+  if (auto it = body.find("top_p"); it != body.end() && !it->is_null()) {
+    if (!it->is_number()) return BadRequest{"top_p", "top_p must be a number"};
+    const double v = it->get<double>();
+    if (!(v > 0 && v <= 1)) {
+      return BadRequest{"top_p", fmt::format("top_p = {} is outside (0, 1]", v)};
     }
+    p.sampling.top_p = v;
+  }
+  if (auto it = body.find("top_k"); it != body.end() && !it->is_null()) {  // vLLM's extension
+    if (!it->is_number_integer() || it->get<int64_t>() < -1 || it->get<int64_t>() > (1 << 20)) {
+      return BadRequest{"top_k", "top_k must be an integer: -1 or 0 for all tokens, or k >= 1"};
+    }
+    p.sampling.top_k = static_cast<int>(std::max<int64_t>(0, it->get<int64_t>()));
   }
   if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
     if (!it->is_number_integer() || it->get<int64_t>() != 1) {
       return BadRequest{"n", "n must be 1: one choice per request"};
     }
   }
-  if (auto it = body.find("seed"); it != body.end() && !it->is_null() && !it->is_number_integer()) {
-    return BadRequest{"seed", "seed must be an integer"};
+  if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return BadRequest{"seed", "seed must be an integer"};
+    p.sampling.seed = static_cast<uint64_t>(it->get<int64_t>());
+    p.seeded = true;
   }
   if (auto it = body.find("user"); it != body.end() && !it->is_null() && !it->is_string()) {
     return BadRequest{"user", "user must be a string"};
@@ -557,6 +570,9 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
   TurnRequest turn;
   turn.tokens = p.prompt;
   turn.gen_tokens = p.max_tokens;
+  turn.sampling = p.sampling;
+  // Without a seed, every sampled request draws its own (as OpenAI's API does).
+  if (!p.sampling.greedy() && !p.seeded) turn.sampling.seed = std::random_device{}();
   turn.cancel = std::make_shared<TurnCancel>();
 
   if (!p.stream) {

@@ -180,6 +180,45 @@ TEST_F(HttpApiTest, SecondTurnHitsThePromptAndTheReplyOfTheFirst) {
   EXPECT_EQ(r2["choices"][0]["message"]["content"].get<std::string>(), want2);
 }
 
+// Sampling: the tokens depend on the seed and the position only, so the read path the KV came by
+// changes nothing, and the same seed through the API gives the same reply.
+TEST_F(HttpApiTest, SampledTurnsDependOnTheSeedAndNotOnTheReadPath) {
+  auto tokens = chat_prompt(ByteTokenizer(),
+                            std::vector<ChatMessage>{{"user", std::string(400, 's') + "?"}}, nullptr);
+  ASSERT_TRUE(tokens.is_ok());
+  auto run = [&](sched::ReadPath path, uint64_t seed) {
+    TurnRequest t;
+    t.tokens = *tokens;
+    t.gen_tokens = 24;
+    t.path = path;
+    t.sampling = {0.9, 0.95, 0, seed};
+    auto r = cluster_->run_turn(t);
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+    return r.is_ok() ? r->output_tokens : std::vector<int32_t>{};
+  };
+  const auto recompute = run(sched::ReadPath::kRecompute, 11);
+  ASSERT_EQ(recompute.size(), 24u);
+  EXPECT_EQ(run(sched::ReadPath::kPe, 11), recompute);
+  EXPECT_EQ(run(sched::ReadPath::kDe, 11), recompute);
+  EXPECT_NE(run(sched::ReadPath::kPe, 12), recompute);
+
+  auto api = start_api();
+  Json body = chat_body({{"user", "Describe the query planner."}}, 32);
+  body["temperature"] = 1.0;
+  body["top_p"] = 0.9;
+  body["seed"] = 5;
+  int status = 0;
+  Json a = post(*api, "/v1/chat/completions", body, &status);
+  ASSERT_EQ(status, 200) << a.dump();
+  Json b = post(*api, "/v1/chat/completions", body, &status);
+  ASSERT_EQ(status, 200) << b.dump();
+  EXPECT_EQ(a["choices"][0]["message"]["content"], b["choices"][0]["message"]["content"]);
+  body["top_p"] = 1.5;
+  Json bad = post(*api, "/v1/chat/completions", body, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(bad["error"]["param"], "top_p");
+}
+
 TEST_F(HttpApiTest, StreamingGivesTheSameTextAsOneResponseThenUsageAndDone) {
   auto api = start_api();
   // Long enough (two blocks) for the streamed repeat to hit what the first request stored.
@@ -282,7 +321,7 @@ TEST_F(HttpApiTest, BadRequestsGetOpenAiErrorsAndTheServerGoesOn) {
       {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": "ten"})", 400,
        "max_tokens"},
       {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", 400, "n"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": 0.7})", 400,
+      {R"({"messages": [{"role": "user", "content": "x"}], "temperature": 2.5})", 400,
        "temperature"},
       {R"({"messages": [{"role": "user", "content": "x"}], "stream": "yes"})", 400, "stream"},
       {R"({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]})", 404, "model"},

@@ -792,7 +792,7 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
 
   // DE prepare: the DE buffer (and, on the DE path, the storage read).
   engine::PrepareRequest prep{a.id,   a.prompt, hit, a.gen, p.path == sched::ReadPath::kDe,
-                              oracle, de_engine};
+                              oracle, de_engine, req.sampling};
   auto prep_out = engine::call_node<engine::PrepareReply>(*de_link, "prepare", prep, call_timeout);
   if (!prep_out.is_ok()) {
     prepared = true;  // it may have been, before the failure: release it
@@ -813,7 +813,8 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
              : (p.path == sched::ReadPath::kOracle ? sched::ReadPath::kPe : p.path),
       a.de->id.index,
       prep_out->dram_offset,
-      pe_engine};
+      pe_engine,
+      req.sampling};
   auto pre_out = engine::call_node<engine::PrefillReply>(*pe_link, "prefill", pre, call_timeout);
   finish_read();
   finish_prefill();

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "compute/sampling.h"
 #include "dualpath/result.h"
 #include "engine/node_link.h"
 #include "engine/node_protocol.h"
@@ -76,6 +77,9 @@ class TurnCancel {
 struct TurnRequest {
   std::vector<int32_t> tokens;  // the whole prompt
   int64_t gen_tokens = 16;
+  // Greedy by default; a sample depends only on (seed, position), so retries, migrations and
+  // either read path give the same tokens (compute/sampling.h).
+  compute::SamplingParams sampling;
   sched::PathRequest path;  // a fixed read path, or nullopt: the scheduler's choice
   // kOracle: the hit tokens (the replay's context; the oracle persists nothing to match).
   int64_t oracle_hit_tokens = 0;

@@ -1,0 +1,57 @@
+// The built-in tiny model's trained weights (models/tiny.safetensors, carried in the binary):
+// they load, fit the budget, and the C++ transformer reproduces the greedy tokens that the
+// training script's PyTorch model gave for the same weights (stored in the file's metadata), which
+// holds the two implementations together (RMSNorm, RoPE on halves, GQA, SwiGLU, the layouts).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "compute/cpu_model.h"
+#include "compute/cpu_weights.h"
+
+namespace dualpath::compute {
+namespace {
+
+TEST(TrainedWeights, TheCppModelGivesTheGreedyTokensTorchGave) {
+  const auto bytes = builtin_weights_file();
+  ASSERT_FALSE(bytes.empty()) << "the build carries no models/tiny.safetensors";
+  EXPECT_LE(bytes.size(), size_t{16} << 20) << "over the 16 MB budget";
+  auto file = parse_safetensors(bytes, "built-in");
+  ASSERT_TRUE(file.is_ok()) << file.status().to_string();
+  EXPECT_NE(file->metadata["dualpath.corpus"].find("sqlite3-doc"), std::string::npos);
+  const auto prompt = nlohmann::json::parse(file->metadata["dualpath.check_prompt"], nullptr, false);
+  const auto want = nlohmann::json::parse(file->metadata["dualpath.check_greedy"], nullptr, false);
+  ASSERT_TRUE(prompt.is_array() && want.is_array() && !want.empty());
+
+  auto config = cpu_model_preset("tiny");
+  ASSERT_TRUE(config.is_ok());
+  auto weights = builtin_weights(*config);
+  ASSERT_TRUE(weights.is_ok()) << weights.status().to_string();
+  CpuModel model(*weights);
+  const std::vector<int32_t> tokens = prompt.get<std::vector<int32_t>>();
+  std::vector<std::span<const float>> none(static_cast<size_t>(config->layers));
+  auto first = model.prefill(none, tokens, 0);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  std::vector<std::vector<float>> kv = first->new_kv;
+  std::vector<int32_t> got = {greedy_token(first->logits)};
+  while (got.size() < want.size()) {
+    std::vector<std::span<const float>> views(kv.begin(), kv.end());
+    auto step = model.decode(views, got.back());
+    ASSERT_TRUE(step.is_ok()) << step.status().to_string();
+    for (size_t l = 0; l < kv.size(); ++l) {
+      kv[l].insert(kv[l].end(), step->new_kv[l].begin(), step->new_kv[l].end());
+    }
+    got.push_back(greedy_token(step->logits));
+  }
+  EXPECT_EQ(got, want.get<std::vector<int32_t>>());
+}
+
+TEST(TrainedWeights, OnlyTinyHasThem) {
+  auto small = cpu_model_preset("small");
+  ASSERT_TRUE(small.is_ok());
+  auto w = builtin_weights(*small);
+  ASSERT_FALSE(w.is_ok());
+  EXPECT_NE(w.status().message().find("live.weights = \"random\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dualpath::compute
