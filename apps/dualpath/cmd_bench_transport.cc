@@ -12,6 +12,7 @@
 
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
+#include "common/config.h"
 #include "transport/peer_process.h"
 #include "bench/transport_bench.h"
 
@@ -21,30 +22,10 @@ namespace {
 using transport::PeerOptions;
 using transport::TransportBenchOptions;
 
-// "64K", "4M", "16MiB", "65536" -> bytes.
+// "64K", "4M", "16MiB", "65536" -> bytes (the config's size format, common/config.h).
 Result<uint64_t> parse_size(const std::string& text) {
-  size_t pos = 0;
-  uint64_t value = 0;
-  auto not_a_size = [&] {
-    return Status::invalid_argument(fmt::format("'{}' is not a size (e.g. 64K, 1M, 16M)", text));
-  };
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return not_a_size();
-  try {
-    value = std::stoull(text, &pos);  // (stoull alone would wrap "-1" to 2^64-1)
-  } catch (...) {
-    return not_a_size();
-  }
-  std::string unit = text.substr(pos);
-  int shift = -1;
-  if (unit.empty() || unit == "B") shift = 0;
-  if (unit == "K" || unit == "KiB" || unit == "k") shift = 10;
-  if (unit == "M" || unit == "MiB") shift = 20;
-  if (unit == "G" || unit == "GiB") shift = 30;
-  if (shift < 0) {
-    return Status::invalid_argument(fmt::format("unknown size unit in '{}' (use K, M or G)", text));
-  }
-  if (value > (UINT64_MAX >> shift)) return not_a_size();
-  return value << shift;
+  DP_ASSIGN_OR_RETURN(int64_t bytes, parse_size_bytes(text));
+  return static_cast<uint64_t>(bytes);
 }
 
 void setup(CLI::App& parent, int& exit_code) {
