@@ -34,6 +34,37 @@ int64_t Tensor::elements() const {
   return n;
 }
 
+float bf16_to_float(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;  // bfloat16 is fp32's top half
+  float f = 0;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  uint32_t bits = 0;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);  // inf, NaN
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);  // normal: rebias 15 -> 127
+  } else if (mant != 0) {  // subnormal: normalise
+    int e = -1;
+    do {
+      ++e;
+      mant <<= 1;
+    } while ((mant & 0x400u) == 0);
+    bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mant & 0x3FFu) << 13);
+  } else {
+    bits = sign;  // zero
+  }
+  float f = 0;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
 Result<SafetensorsFile> read_safetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) {
@@ -93,12 +124,14 @@ Result<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes,
       return corrupt(path, fmt::format("tensor '{}' lacks dtype, shape or data_offsets", name));
     }
     const auto& dtype = entry["dtype"];
-    if (!dtype.is_string() || dtype.get<std::string>() != "F32") {
+    const std::string dt = dtype.is_string() ? dtype.get<std::string>() : std::string();
+    if (dt != "F32" && dt != "BF16" && dt != "F16") {
       return Status::invalid_argument(fmt::format(
-          "safetensors file '{}': tensor '{}' has dtype {}; only F32 is supported (convert the "
-          "checkpoint to float32)",
+          "safetensors file '{}': tensor '{}' has dtype {}; F32, BF16 and F16 are read (convert "
+          "the checkpoint to one of them)",
           path, name, dtype.dump()));
     }
+    const uint64_t element_bytes = dt == "F32" ? 4 : 2;
     Tensor t;
     const auto& shape = entry["shape"];
     if (!shape.is_array())
@@ -128,14 +161,23 @@ Result<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes,
                                        "data buffer",
                                        name, begin, end, data_bytes));
     }
-    if (end - begin != elements * sizeof(float)) {
+    if (end - begin != elements * element_bytes) {
       return corrupt(
           path, fmt::format("tensor '{}': data_offsets [{}, {}] hold {} bytes but "
                             "shape {} needs {}",
-                            name, begin, end, end - begin, shape.dump(), elements * sizeof(float)));
+                            name, begin, end, end - begin, shape.dump(), elements * element_bytes));
     }
     t.data.resize(elements);
-    if (elements > 0) std::memcpy(t.data.data(), data + begin, end - begin);
+    if (elements > 0 && element_bytes == 4) {
+      std::memcpy(t.data.data(), data + begin, end - begin);
+    } else {
+      for (uint64_t i = 0; i < elements; ++i) {
+        const auto lo = std::to_integer<uint16_t>(data[begin + 2 * i]);
+        const auto hi = std::to_integer<uint16_t>(data[begin + 2 * i + 1]);
+        const auto half = static_cast<uint16_t>(lo | (hi << 8));  // little endian
+        t.data[i] = dt == "BF16" ? bf16_to_float(half) : f16_to_float(half);
+      }
+    }
     ranges.emplace_back(begin, end);
     out.tensors.emplace(name, std::move(t));
   }

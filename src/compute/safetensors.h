@@ -26,7 +26,12 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;  // "__metadata__", string values only
 };
 
-// Reads a whole file. Errors (kIoError for the OS, kCorruption for malformed content) name the
+// Half-precision values as checkpoints store them (little-endian bits), to float, exactly.
+float bf16_to_float(uint16_t bits);
+float f16_to_float(uint16_t bits);
+
+// Reads a whole file. F32 tensors load as they are; BF16 and F16 ones are converted to fp32
+// (exactly: every half value is a float). Errors (kIoError for the OS, kCorruption for malformed content) name the
 // file and, where one is at fault, the tensor: a short or oversized header, JSON that does not
 // parse, a dtype other than F32, offsets outside the data buffer or not matching the shape,
 // overlapping tensors.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 
@@ -87,14 +88,43 @@ struct Malformed {
   const char* mentions;
 };
 
+TEST(Safetensors, HalfPrecisionTensorsAreConvertedExactly) {
+  // bf16 1.5 = 0x3FC0, -2 = 0xC000; f16 1.5 = 0x3E00, -2 = 0xC000, 65504 = 0x7BFF,
+  // the smallest subnormal 2^-24 = 0x0001, and 0x0000.
+  EXPECT_EQ(bf16_to_float(0x3FC0), 1.5f);
+  EXPECT_EQ(bf16_to_float(0xC000), -2.0f);
+  EXPECT_EQ(f16_to_float(0x3E00), 1.5f);
+  EXPECT_EQ(f16_to_float(0xC000), -2.0f);
+  EXPECT_EQ(f16_to_float(0x7BFF), 65504.0f);
+  EXPECT_EQ(f16_to_float(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(f16_to_float(0x03FF), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(f16_to_float(0x0000), 0.0f);
+  EXPECT_TRUE(std::isinf(f16_to_float(0x7C00)));
+  EXPECT_TRUE(std::isnan(f16_to_float(0x7E00)));
+  ScratchDir dir;
+  const std::string path = dir.file("half.safetensors");
+  const std::string header =
+      R"({"b": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]},)"
+      R"( "h": {"dtype": "F16", "shape": [1, 2], "data_offsets": [4, 8]}})";
+  const std::string data("\xC0\x3F\x00\xC0\x00\x3E\xFF\x7B", 8);
+  write_raw(path, header, data, -1);
+  auto r = read_safetensors(path);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->tensors["b"].data, (std::vector<float>{1.5f, -2.0f}));
+  EXPECT_EQ(r->tensors["h"].data, (std::vector<float>{1.5f, 65504.0f}));
+  EXPECT_EQ(r->tensors["h"].shape, (std::vector<int64_t>{1, 2}));
+}
+
 TEST(Safetensors, MalformedFilesGiveClearErrorsNamingFileAndTensor) {
   ScratchDir dir;
   const Malformed cases[] = {
       {"short", "", "", -2, StatusCode::kCorruption, "8-byte"},
       {"huge_len", "{}", "", 1 << 20, StatusCode::kCorruption, "header length"},
       {"bad_json", "{\"a\": [", "", -1, StatusCode::kCorruption, "JSON"},
-      {"f16", R"({"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, 4]}})", floats(1), -1,
+      {"i8", R"({"w": {"dtype": "I8", "shape": [2], "data_offsets": [0, 2]}})", floats(1), -1,
        StatusCode::kInvalidArgument, "'w'"},
+      {"f16_size", R"({"w": {"dtype": "F16", "shape": [2], "data_offsets": [0, 8]}})", floats(2),
+       -1, StatusCode::kCorruption, "'w'"},
       {"outside", R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", floats(1), -1,
        StatusCode::kCorruption, "'w'"},
       {"mismatch", R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", floats(2),
