@@ -66,9 +66,11 @@ int run(const ServeArgs& a) {
   if (!a.model.empty()) {
     if (a.model != "tiny" && a.model != "small") {
       return usage_error(fmt::format(
-          "--model {}: loading a checkpoint directory is not implemented yet; use tiny or small "
-          "(the built-in CPU models)",
-          a.model));
+          "--model {}: serving a checkpoint directory through the API is not implemented yet "
+          "(it needs the checkpoint's sentencepiece tokenizer); use tiny or small (the built-in "
+          "CPU models). The engines themselves run one: [live] weights = \"{}\" with `dualpath "
+          "demo` or `bench live`",
+          a.model, a.model));
     }
     cfg->engine.model = a.model;
   }

@@ -5,6 +5,7 @@
 
 #include "compute/cpu_backend.h"
 #include "compute/cpu_model_config.h"
+#include "compute/checkpoint.h"
 #include "compute/cpu_weights.h"
 #include "compute/modeled_backend.h"
 #include "model/hardware_spec.h"
@@ -68,7 +69,14 @@ Result<BackendSpec> BackendSpec::from_json(const Json& j) {
 Result<std::unique_ptr<BackendFactory>> BackendFactory::create(const BackendSpec& spec) {
   std::unique_ptr<BackendFactory> f(new BackendFactory());
   f->spec_ = spec;
-  if (spec.compute == "cpu") {
+  if (spec.compute == "cpu" && spec.is_checkpoint()) {
+    // A Hugging Face llama directory: its config.json gives the shape, model.preset is unused.
+    DP_ASSIGN_OR_RETURN(f->weights_, compute::load_checkpoint_dir(spec.weights),
+                        "live.weights");
+    const auto& c = f->weights_->config;
+    f->shape_ = {c.layers, c.kv_bytes_per_token_per_layer()};
+    f->vocab_ = c.vocab;
+  } else if (spec.compute == "cpu") {
     auto preset = compute::cpu_model_preset(spec.model);
     if (!preset.is_ok()) {
       return Status::invalid_argument(

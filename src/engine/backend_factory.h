@@ -27,8 +27,10 @@ using Json = nlohmann::json;
 struct BackendSpec {
   std::string compute = "cpu";  // "cpu" (a compute/ CPU preset) or "modeled" (a model/ preset)
   std::string model = "tiny";
-  // cpu: "trained" (the built-in trained weights, tiny only) or "random" (drawn from weights_seed).
+  // cpu: "trained" (the built-in trained weights, tiny only), "random" (drawn from weights_seed),
+  // or a Hugging Face llama checkpoint directory (the same path on every node's host).
   std::string weights = "random";
+  bool is_checkpoint() const { return weights != "trained" && weights != "random"; }
   uint64_t weights_seed = 1;
   double kv_scale = 1.0;
   double time_dilation = 1.0;

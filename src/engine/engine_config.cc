@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
+#include "compute/checkpoint.h"
 #include "model/cost_config.h"
 
 namespace dualpath::engine {
@@ -33,13 +36,36 @@ double EngineConfig::emulated_snic_gbps() const {
 }
 
 Result<ModelKvShape> model_kv_shape(const EngineConfig& config) {
-  DP_ASSIGN_OR_RETURN(auto factory, BackendFactory::create(config.backend_spec()));
+  const BackendSpec spec = config.backend_spec();
+  if (spec.compute == "cpu" && spec.is_checkpoint()) {
+    // The shape from config.json alone: the weights load in the nodes, once.
+    const std::string path = (std::filesystem::path(spec.weights) / "config.json").string();
+    std::ifstream in(path);
+    if (!in) {
+      return Status::not_found(fmt::format(
+          "live.weights = \"{}\": no config.json there; give a Hugging Face llama checkpoint "
+          "directory",
+          spec.weights));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    DP_ASSIGN_OR_RETURN(compute::CpuModelConfig c, compute::config_from_hf_json(text.str(), path));
+    return ModelKvShape{c.layers, c.kv_bytes_per_token_per_layer(), c.vocab};
+  }
+  DP_ASSIGN_OR_RETURN(auto factory, BackendFactory::create(spec));
   return ModelKvShape{factory->kv_shape().layers, factory->kv_shape().bytes_per_token_per_layer,
                       factory->vocab()};
 }
 
 Status EngineConfig::validate() const {
   DP_ASSIGN_OR_RETURN(ModelKvShape shape, model_kv_shape(*this));
+  const bool checkpoint = !weights.empty() && weights != "trained" && weights != "random";
+  if (checkpoint && compute != "cpu") {
+    return Status::invalid_argument(fmt::format(
+        "live.weights = \"{}\" (a checkpoint directory) runs on the CPU model: set live.compute "
+        "= \"cpu\"",
+        weights));
+  }
   if (weights == "trained" && (compute != "cpu" || model != "tiny")) {
     return Status::invalid_argument(fmt::format(
         "live.weights = \"trained\": only the built-in tiny CPU model has trained weights (this "
@@ -118,7 +144,16 @@ Status apply_engine_config(Config& f, EngineConfig& c) {
   c.kv_scale = f.positive_number("live.kv_scale", c.kv_scale, "scale of the modeled KV bytes");
   c.time_dilation =
       f.positive_number("live.time_dilation", c.time_dilation, "real seconds per emulated second");
-  if (f.has("live.weights")) c.weights = f.choice("live.weights", "trained", {"trained", "random"});
+  if (f.has("live.weights")) {
+    c.weights = f.string("live.weights", "trained",
+                         "\"trained\", \"random\", or a Hugging Face llama checkpoint directory");
+    if (c.weights != "trained" && c.weights != "random" &&
+        !std::filesystem::is_regular_file(std::filesystem::path(c.weights) / "config.json")) {
+      f.fail("live.weights",
+             "is neither \"trained\" nor \"random\" nor a directory with a config.json (a "
+             "Hugging Face llama checkpoint); fix the path");
+    }
+  }
   c.weights_seed = static_cast<uint64_t>(
       f.integer("live.weights_seed", static_cast<int64_t>(c.weights_seed), 0, INT64_MAX, "seed"));
   c.pipeline_depth =

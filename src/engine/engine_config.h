@@ -50,8 +50,9 @@ struct EngineConfig {
   std::string compute = "cpu";
   double kv_scale = 1.0;       // modeled: KV bytes per token scaled by this
   double time_dilation = 1.0;  // modeled: real seconds per emulated second
-  // "trained" (the built-in trained weights: tiny, the default) or "random" (drawn from
-  // weights_seed: small's only choice).
+  // "trained" (the built-in trained weights: tiny, the default), "random" (drawn from
+  // weights_seed: small's only choice), or a Hugging Face llama checkpoint directory (its
+  // config.json gives the shape; model.preset is then unused).
   std::string weights;  // empty: trained for tiny, random otherwise
   uint64_t weights_seed = 1;
   int prefill_nodes = 1;

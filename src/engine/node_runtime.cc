@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "compute/cpu_weights.h"
 #include "engine/engine_config.h"
 #include "engine/wire.h"
@@ -9,6 +14,27 @@
 namespace dualpath::engine {
 
 store::ModelFingerprint kv_fingerprint(const BackendSpec& b) {
+  if (b.compute == "cpu" && b.is_checkpoint()) {
+    // The directory's config.json and its safetensors files' names and sizes (hashing GBs of
+    // weights at every start would cost more than it protects).
+    namespace fs = std::filesystem;
+    std::string id;
+    std::error_code ec;
+    std::ifstream cfg(fs::path(b.weights) / "config.json");
+    std::stringstream text;
+    text << cfg.rdbuf();
+    id += text.str();
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(b.weights, ec)) {
+      if (e.path().extension() == ".safetensors") {
+        files.push_back(fmt::format("{}:{}", e.path().filename().string(), e.file_size(ec)));
+      }
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) id += "\n" + f;
+    return store::fingerprint_of(fmt::format("cpu/checkpoint/{:016x}/fp32-kv",
+                                             store::fingerprint_of(id).value));
+  }
   if (b.compute == "cpu" && b.weights == "trained") {
     // The embedded file's bytes identify the weights: retrained weights never hit old KV.
     static const uint64_t digest = [] {

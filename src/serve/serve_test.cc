@@ -12,6 +12,9 @@
 #include <thread>
 
 #include "common/subprocess.h"
+#include "compute/checkpoint.h"
+#include "compute/cpu_model.h"
+#include "compute/cpu_weights.h"
 #include "serve/cluster.h"
 #include "serve/test_cluster.h"
 #include "engine/engine_config.h"
@@ -322,6 +325,65 @@ TEST(Serve, MoreBlockedCallsThanControlWorkersDoNotStarveTheCallsThatUnblockThem
     ASSERT_TRUE(r.is_ok()) << "turn " << i << ": " << r.status().to_string();
     EXPECT_GE(r->hit_tokens, 256) << "turn " << i;
     EXPECT_EQ(r->attempts, 1) << "turn " << i << " was retried";
+  }
+}
+
+// live.weights = a Hugging Face llama checkpoint directory: the nodes load it, and a turn by
+// either read path gives the greedy tokens of the same weights run in this process.
+TEST(Serve, ACheckpointDirectoryRunsOnTheNodesWithTheTokensOfItsWeights) {
+  TempDir dir;
+  const std::string ckpt = dir.sub("ckpt");
+  std::ofstream(ckpt + "/config.json")
+      << R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+             "vocab_size": 512, "rms_norm_eps": 1e-05})";
+  auto config = compute::config_from_hf_json(
+      R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+          "vocab_size": 512, "rms_norm_eps": 1e-05})",
+      "config.json");
+  ASSERT_TRUE(config.is_ok()) << config.status().to_string();
+  auto weights = compute::random_weights(*config, 5);
+  ASSERT_TRUE(weights.is_ok());
+  ASSERT_TRUE(compute::save_weights(ckpt + "/model.safetensors", **weights).is_ok());
+  // The same weights in this process: greedy tokens.
+  const compute::CpuModel model(*weights);
+  auto greedy = [&](const std::vector<int32_t>& tokens, int64_t n) {
+    std::vector<std::span<const float>> none(2);
+    auto first = model.prefill(none, tokens, 0);
+    EXPECT_TRUE(first.is_ok());
+    std::vector<std::vector<float>> kv = first->new_kv;
+    std::vector<int32_t> out = {compute::greedy_token(first->logits)};
+    while (static_cast<int64_t>(out.size()) < n) {
+      std::vector<std::span<const float>> views(kv.begin(), kv.end());
+      auto step = model.decode(views, out.back());
+      EXPECT_TRUE(step.is_ok());
+      for (size_t l = 0; l < kv.size(); ++l) {
+        kv[l].insert(kv[l].end(), step->new_kv[l].begin(), step->new_kv[l].end());
+      }
+      out.push_back(compute::greedy_token(step->logits));
+    }
+    return out;
+  };
+  ClusterOptions o = test_cluster(dir.sub("store"), 1);
+  o.config.engine.weights = ckpt;
+  auto c = Cluster::start(o);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  TurnRequest r;
+  r.tokens = prompt(300, 3);
+  r.gen_tokens = 8;
+  auto first = (*c)->run_turn(r);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_EQ(first->output_tokens, greedy(r.tokens, 8));
+  for (sched::ReadPath path : {sched::ReadPath::kPe, sched::ReadPath::kDe}) {
+    TurnRequest next = r;
+    next.tokens.insert(next.tokens.end(), first->output_tokens.begin(), first->output_tokens.end());
+    next.tokens.push_back(path == sched::ReadPath::kPe ? 11 : 12);
+    next.path = path;
+    auto turn = (*c)->run_turn(next);
+    ASSERT_TRUE(turn.is_ok()) << turn.status().to_string();
+    EXPECT_GE(turn->hit_tokens, 256);
+    EXPECT_EQ(turn->output_tokens, greedy(next.tokens, 8)) << sched::read_path_name(path);
   }
 }
 
