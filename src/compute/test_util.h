@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the compute/ tests.
+// Helpers shared by the compute/ tests (and the serve/ ones that run a CpuModel in-process).
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -57,6 +57,32 @@ inline std::shared_ptr<const CpuWeights> tiny_weights(uint64_t seed = 1) {
   auto w = random_weights(*config, seed);
   EXPECT_TRUE(w.is_ok()) << w.status().to_string();
   return *w;
+}
+
+// The greedy tokens after `prompt`: a prefill, then one decode step per token, `n` tokens or
+// fewer when `stop` comes (it is not included).
+inline std::vector<int32_t> greedy_generate(const CpuModel& model, std::span<const int32_t> prompt,
+                                            int64_t n, int32_t stop = -1) {
+  std::vector<std::span<const float>> none(static_cast<size_t>(model.config().layers));
+  auto first = model.prefill(none, prompt, 0);
+  EXPECT_TRUE(first.is_ok()) << first.status().to_string();
+  if (!first.is_ok()) return {};
+  std::vector<std::vector<float>> kv = first->new_kv;
+  std::vector<int32_t> out;
+  int32_t t = greedy_token(first->logits);
+  while (static_cast<int64_t>(out.size()) < n && t != stop) {
+    out.push_back(t);
+    if (static_cast<int64_t>(out.size()) == n) break;
+    std::vector<std::span<const float>> views(kv.begin(), kv.end());
+    auto step = model.decode(views, t);
+    EXPECT_TRUE(step.is_ok()) << step.status().to_string();
+    if (!step.is_ok()) break;
+    for (size_t l = 0; l < kv.size(); ++l) {
+      kv[l].insert(kv[l].end(), step->new_kv[l].begin(), step->new_kv[l].end());
+    }
+    t = greedy_token(step->logits);
+  }
+  return out;
 }
 
 }  // namespace dualpath::compute::testing

@@ -7,6 +7,7 @@
 
 #include "compute/cpu_model.h"
 #include "compute/cpu_weights.h"
+#include "compute/test_util.h"
 
 namespace dualpath::compute {
 namespace {
@@ -26,22 +27,9 @@ TEST(TrainedWeights, TheCppModelGivesTheGreedyTokensTorchGave) {
   ASSERT_TRUE(config.is_ok());
   auto weights = builtin_weights(*config);
   ASSERT_TRUE(weights.is_ok()) << weights.status().to_string();
-  CpuModel model(*weights);
   const std::vector<int32_t> tokens = prompt.get<std::vector<int32_t>>();
-  std::vector<std::span<const float>> none(static_cast<size_t>(config->layers));
-  auto first = model.prefill(none, tokens, 0);
-  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
-  std::vector<std::vector<float>> kv = first->new_kv;
-  std::vector<int32_t> got = {greedy_token(first->logits)};
-  while (got.size() < want.size()) {
-    std::vector<std::span<const float>> views(kv.begin(), kv.end());
-    auto step = model.decode(views, got.back());
-    ASSERT_TRUE(step.is_ok()) << step.status().to_string();
-    for (size_t l = 0; l < kv.size(); ++l) {
-      kv[l].insert(kv[l].end(), step->new_kv[l].begin(), step->new_kv[l].end());
-    }
-    got.push_back(greedy_token(step->logits));
-  }
+  const std::vector<int32_t> got =
+      testing::greedy_generate(CpuModel(*weights), tokens, static_cast<int64_t>(want.size()));
   EXPECT_EQ(got, want.get<std::vector<int32_t>>());
 }
 

@@ -10,6 +10,7 @@
 
 #include "compute/cpu_model.h"
 #include "compute/cpu_weights.h"
+#include "compute/test_util.h"
 #include "serve/tokenizer.h"
 
 namespace dualpath::serve {
@@ -19,26 +20,9 @@ std::string reply(const compute::CpuModel& model, const std::string& question, i
   ByteTokenizer tok;
   auto prompt = chat_prompt(tok, std::vector<ChatMessage>{{"user", question}}, nullptr);
   EXPECT_TRUE(prompt.is_ok());
-  std::vector<std::span<const float>> none(static_cast<size_t>(model.config().layers));
-  auto first = model.prefill(none, *prompt, 0);
-  EXPECT_TRUE(first.is_ok()) << first.status().to_string();
-  if (!first.is_ok()) return {};
-  std::vector<std::vector<float>> kv = first->new_kv;
-  int32_t t = compute::greedy_token(first->logits);
-  TokenTextStream text;
-  std::string out;
-  for (int i = 0; i < max_tokens && t != SpecialTokens::kEnd; ++i) {
-    out += text.push(std::span<const int32_t>(&t, 1));
-    std::vector<std::span<const float>> views(kv.begin(), kv.end());
-    auto step = model.decode(views, t);
-    EXPECT_TRUE(step.is_ok());
-    if (!step.is_ok()) break;
-    for (size_t l = 0; l < kv.size(); ++l) {
-      kv[l].insert(kv[l].end(), step->new_kv[l].begin(), step->new_kv[l].end());
-    }
-    t = compute::greedy_token(step->logits);
-  }
-  return out + text.finish();
+  if (!prompt.is_ok()) return {};
+  return tok.decode(
+      compute::testing::greedy_generate(model, *prompt, max_tokens, SpecialTokens::kEnd));
 }
 
 struct WordCount {

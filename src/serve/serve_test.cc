@@ -15,6 +15,7 @@
 #include "compute/checkpoint.h"
 #include "compute/cpu_model.h"
 #include "compute/cpu_weights.h"
+#include "compute/test_util.h"
 #include "serve/cluster.h"
 #include "serve/test_cluster.h"
 #include "engine/engine_config.h"
@@ -349,21 +350,7 @@ TEST(Serve, ACheckpointDirectoryRunsOnTheNodesWithTheTokensOfItsWeights) {
   // The same weights in this process: greedy tokens.
   const compute::CpuModel model(*weights);
   auto greedy = [&](const std::vector<int32_t>& tokens, int64_t n) {
-    std::vector<std::span<const float>> none(2);
-    auto first = model.prefill(none, tokens, 0);
-    EXPECT_TRUE(first.is_ok());
-    std::vector<std::vector<float>> kv = first->new_kv;
-    std::vector<int32_t> out = {compute::greedy_token(first->logits)};
-    while (static_cast<int64_t>(out.size()) < n) {
-      std::vector<std::span<const float>> views(kv.begin(), kv.end());
-      auto step = model.decode(views, out.back());
-      EXPECT_TRUE(step.is_ok());
-      for (size_t l = 0; l < kv.size(); ++l) {
-        kv[l].insert(kv[l].end(), step->new_kv[l].begin(), step->new_kv[l].end());
-      }
-      out.push_back(compute::greedy_token(step->logits));
-    }
-    return out;
+    return compute::testing::greedy_generate(model, tokens, n);
   };
   ClusterOptions o = test_cluster(dir.sub("store"), 1);
   o.config.engine.weights = ckpt;
