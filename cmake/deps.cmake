@@ -11,6 +11,7 @@ pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # built with OpenSSL: its flags
 find_package(OpenSSL REQUIRED)                                     # SHA-256 of API keys
 find_package(prometheus-cpp CONFIG REQUIRED)                       # /metrics
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)  # checkpoints' tokenizer.model
 if(DUALPATH_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

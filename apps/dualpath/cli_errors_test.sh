@@ -124,7 +124,9 @@ expect_exit2 "--host 0.0.0.0 without --api-keys would let anyone" serve --host 0
 printf '[[keys]]\nname = "a"\nkey = "long-enough-key"\nscopes = ["chat"]\n' >"$tmp/keys.toml"
 printf '[[keys]]\nname = "a"\nkey = "long-enough-key"\nscopes = ["chats"]\n' >"$tmp/badkeys.toml"
 expect_exit2 "\"chats\" is not a scope" serve --api-keys "$tmp/badkeys.toml"
-expect_exit2 "--model /no/such/dir: serving a checkpoint directory through the API is not implemented yet" serve --model /no/such/dir
+expect_exit2 "--model /no/such/dir: not a built-in model (tiny, small) nor a directory" serve --model /no/such/dir
+mkdir -p "$tmp/emptyckpt"
+expect_exit2 "no config.json there" serve --model "$tmp/emptyckpt"
 api_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$bin" serve --host 0.0.0.0 --port "$api_port" --api-keys "$tmp/keys.toml" --scheduler-port 0 >"$tmp/serve.out" 2>"$tmp/serve.err" &
 serve_pid=$!

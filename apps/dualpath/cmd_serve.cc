@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "apps/dualpath/cli_util.h"
@@ -64,16 +65,25 @@ int run(const ServeArgs& a) {
         a.host));
   }
   if (!a.model.empty()) {
-    if (a.model != "tiny" && a.model != "small") {
+    if (a.model == "tiny" || a.model == "small") {
+      cfg->engine.model = a.model;
+    } else if (std::filesystem::is_directory(a.model)) {
+      // A Hugging Face llama checkpoint: the nodes load its weights, the API its tokenizer.
+      cfg->engine.weights = a.model;
+      cfg->engine.compute = "cpu";
+      if (Status s = cfg->engine.validate(); !s.is_ok()) {
+        return usage_error(fmt::format("--model {}: {}", a.model, s.message()));
+      }
+    } else {
       return usage_error(fmt::format(
-          "--model {}: serving a checkpoint directory through the API is not implemented yet "
-          "(it needs the checkpoint's sentencepiece tokenizer); use tiny or small (the built-in "
-          "CPU models). The engines themselves run one: [live] weights = \"{}\" with `dualpath "
-          "demo` or `bench live`",
-          a.model, a.model));
+          "--model {}: not a built-in model (tiny, small) nor a directory; give a Hugging Face "
+          "llama checkpoint directory (config.json, *.safetensors, tokenizer.model)",
+          a.model));
     }
-    cfg->engine.model = a.model;
   }
+  // The served model's tokenizer, before anything starts: a checkpoint needs its tokenizer.model.
+  auto tokenizer = serve::tokenizer_for(cfg->engine);
+  if (!tokenizer.is_ok()) return usage_error(tokenizer.status().message());
   std::optional<serve::GuideSettings> settings;
   if (!a.settings.empty()) {
     auto s = serve::apply_settings_json(a.settings, *cfg);
@@ -118,12 +128,14 @@ int run(const ServeArgs& a) {
   options.spawn_nodes = !a.external_nodes;
   options.ready_timeout = cfg->scheduler.register_timeout;
   const auto& e = cfg->engine;
+  const engine::BackendSpec spec = e.backend_spec();
   std::fprintf(stderr,
                "dualpath serve: scheduler on %s:%u, %s; %d prefill + %d decode nodes (%s, %s "
-               "compute)%s\n",
+               "compute, %s tokenizer)%s\n",
                cfg->scheduler.host.c_str(), cfg->scheduler.port,
                std::string(serve::serve_mode_name(cfg->scheduler.mode)).c_str(), e.prefill_nodes,
-               e.decode_nodes, e.model.c_str(), e.compute.c_str(),
+               e.decode_nodes, spec.is_checkpoint() ? spec.weights.c_str() : e.model.c_str(),
+               e.compute.c_str(), (*tokenizer)->describe().c_str(),
                a.external_nodes ? "; waiting for nodes started with `dualpath node`" : "");
   auto cluster = serve::Cluster::start(options);
   if (!cluster.is_ok()) {
@@ -137,6 +149,7 @@ int run(const ServeArgs& a) {
   api_options.keys = keys;
   api_options.max_concurrent = a.max_concurrent;
   api_options.max_model_len = a.max_model_len;
+  api_options.tokenizer = *tokenizer;
   auto api = serve::HttpApi::start(api_options, (*cluster)->service());
   if (!api.is_ok()) {
     std::fprintf(stderr, "dualpath: error: %s\n", api.status().to_string().c_str());
@@ -186,6 +199,7 @@ void setup(CLI::App& parent, int& exit_code) {
       "  curl -s localhost:8000/v1/models | jq '.data[].id'\n"
       "  dualpath serve --host 0.0.0.0 --api-keys keys.toml\n"
       "  dualpath serve --config configs/emu-2p4d.toml\n"
+      "  dualpath serve --model ~/models/my-llama   # a Hugging Face llama checkpoint\n"
       "  dualpath serve --config cluster.toml --external-nodes");
   cmd->add_option("--config", args->config_path,
                   "TOML cluster file ([model], [cluster], [store], [live], [scheduler], ...)");
@@ -204,8 +218,11 @@ void setup(CLI::App& parent, int& exit_code) {
                 "start even when `dualpath doctor`'s checks find an error");
   cmd->add_option("--served-model-name", args->served_model_name,
                   "the model id clients send and /v1/models lists (default: the model preset)");
-  cmd->add_option("--model", args->model, "the built-in model: tiny or small (default: the "
-                  "config's model.preset)");
+  cmd->add_option("--model", args->model,
+                  "tiny or small (the built-in CPU models; default: the config's model.preset), "
+                  "or DIR: a Hugging Face llama checkpoint (config.json, fp32/bf16/fp16 "
+                  "*.safetensors, tokenizer.model) that the nodes run and the API tokenizes with "
+                  "its SentencePiece model, in the Llama 2 chat layout; served as DIR's name");
   cmd->add_option("--max-concurrent", args->max_concurrent,
                   "requests in flight before the API answers 429 (default 128)");
   cmd->add_option("--max-model-len", args->max_model_len,

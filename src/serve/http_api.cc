@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
+#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -208,7 +209,9 @@ class StopScanner {
 // and the tokens that made it.
 class ReplyBuilder {
  public:
-  explicit ReplyBuilder(std::vector<std::string> stops) : stop_(std::move(stops)) {}
+  // `chat`: the reply is a chat message (TokenTextStream).
+  ReplyBuilder(const Tokenizer& tok, bool chat, std::vector<std::string> stops)
+      : tok_(tok), chat_(chat), text_(tok, chat), stop_(std::move(stops)) {}
 
   // The text to send for these tokens (possibly empty).
   std::string feed(std::span<const int32_t> tokens) {
@@ -216,7 +219,7 @@ class ReplyBuilder {
     for (int32_t t : tokens) {
       if (done_) break;
       ++completion_tokens_;
-      if (t == SpecialTokens::kEnd) {
+      if (t == tok_.eos()) {
         done_ = true;
         finish_reason_ = "stop";
         delta += stop_.push(text_.finish());
@@ -249,7 +252,7 @@ class ReplyBuilder {
   // The generated tokens whose text is exactly the reply (for the memo): all of them unless a
   // stop string cut the reply, else the longest prefix that decodes to it; nullopt if none does.
   std::optional<std::vector<int32_t>> reply_tokens() const {
-    TokenTextStream s;
+    TokenTextStream s(tok_, chat_);
     std::string acc;
     std::optional<size_t> best;
     if (reply_.empty()) best = 0;
@@ -263,6 +266,8 @@ class ReplyBuilder {
   }
 
  private:
+  const Tokenizer& tok_;
+  const bool chat_;
   TokenTextStream text_;
   StopScanner stop_;
   std::vector<int32_t> accepted_;
@@ -331,10 +336,46 @@ struct Stream {
 }  // namespace
 
 HttpApi::HttpApi(ApiOptions options, SchedulerService& service)
-    : options_(std::move(options)), service_(service) {}
+    : options_(std::move(options)), service_(service), tokenizer_(options_.tokenizer) {}
+
+Result<std::shared_ptr<const Tokenizer>> tokenizer_for(const engine::EngineConfig& engine) {
+  const engine::BackendSpec spec = engine.backend_spec();
+  DP_ASSIGN_OR_RETURN(const engine::ModelKvShape shape, engine::model_kv_shape(engine));
+  if (!spec.is_checkpoint()) {
+    if (shape.vocab < SpecialTokens::kCount) {
+      return Status::invalid_argument(fmt::format(
+          "model {} has a vocabulary of {}: the byte tokenizer needs {} ids", engine.model,
+          shape.vocab, SpecialTokens::kCount));
+    }
+    return std::shared_ptr<const Tokenizer>(std::shared_ptr<const Tokenizer>{}, &byte_tokenizer());
+  }
+  const std::string path = (std::filesystem::path(spec.weights) / "tokenizer.model").string();
+  DP_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tok, load_sentencepiece(path));
+  if (tok->vocab_size() > shape.vocab) {
+    return Status::invalid_argument(fmt::format(
+        "{} has {} pieces but {}/config.json says vocab_size = {}: the tokenizer is not this "
+        "checkpoint's",
+        path, tok->vocab_size(), spec.weights, shape.vocab));
+  }
+  return tok;
+}
+
+// The id a checkpoint is served under by default: its directory's name.
+std::string default_model_name(const engine::EngineConfig& engine) {
+  const engine::BackendSpec spec = engine.backend_spec();
+  if (!spec.is_checkpoint()) return engine.model;
+  std::filesystem::path dir(spec.weights);
+  if (!dir.has_filename()) dir = dir.parent_path();  // "DIR/"
+  return dir.filename().string();
+}
 
 Result<std::unique_ptr<HttpApi>> HttpApi::start(ApiOptions options, SchedulerService& service) {
-  if (options.served_model_name.empty()) options.served_model_name = service.config().engine.model;
+  if (options.served_model_name.empty()) {
+    options.served_model_name = default_model_name(service.config().engine);
+  }
+  if (!options.tokenizer) {
+    DP_ASSIGN_OR_RETURN(options.tokenizer, tokenizer_for(service.config().engine));
+  }
   if (options.max_concurrent < 1) {
     return Status::invalid_argument(fmt::format(
         "api.max_concurrent = {} must be at least 1", options.max_concurrent));
@@ -537,7 +578,7 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
       }
       messages.push_back({role->get<std::string>(), std::move(*text)});
     }
-    auto prompt = chat_prompt(tokenizer_, messages, &memo_);
+    auto prompt = chat_prompt(*tokenizer_, messages, &memo_);
     if (!prompt.is_ok()) {
       return bad(400, "invalid_request_error", prompt.status().message(), "messages");
     }
@@ -547,7 +588,7 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
     if (pr == body.end() || !pr->is_string()) {
       return bad(400, "invalid_request_error", "prompt must be a string", "prompt");
     }
-    p.prompt = completion_prompt(tokenizer_, pr->get<std::string>());
+    p.prompt = completion_prompt(*tokenizer_, pr->get<std::string>());
   }
   if (auto err = parse_common(body, options_, p)) {
     return bad(400, "invalid_request_error", err->message, err->param,
@@ -579,11 +620,12 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
     // Watches the tokens as they come, to end the decode once the reply is over (an end token,
     // a stop string) instead of running it to max_tokens.
     struct Watch {
-      explicit Watch(std::vector<std::string> stops) : reply(std::move(stops)) {}
+      Watch(const Tokenizer& tok, bool chat, std::vector<std::string> stops)
+          : reply(tok, chat, std::move(stops)) {}
       std::mutex mu;
       ReplyBuilder reply;  // guarded by mu
     };
-    auto watch = std::make_shared<Watch>(p.stop);
+    auto watch = std::make_shared<Watch>(*tokenizer_, chat, p.stop);
     turn.on_tokens = [watch, cancel = turn.cancel](std::span<const int32_t> tokens) {
       std::lock_guard lock(watch->mu);
       if (watch->reply.done()) return;
@@ -624,7 +666,7 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
   auto st = std::make_shared<Stream>();
   st->arrived = arrived;
   st->in_flight = std::move(in_flight);
-  st->reply = std::make_unique<ReplyBuilder>(p.stop);
+  st->reply = std::make_unique<ReplyBuilder>(*tokenizer_, chat, p.stop);
   st->prompt = p.prompt;
   st->cancel = turn.cancel;
   turn.on_tokens = [st](std::span<const int32_t> tokens) {

@@ -49,7 +49,14 @@ struct ApiOptions {
   int64_t max_model_len = 16384;  // prompt + output tokens
   int64_t default_max_tokens = 64;
   size_t max_body_bytes = 8u << 20;
+  // null: the config's model's (tokenizer_for): a checkpoint's tokenizer.model, else bytes.
+  std::shared_ptr<const Tokenizer> tokenizer;
 };
+
+// The tokenizer of the model `engine` runs: a checkpoint directory's tokenizer.model (its
+// pieces must fit the checkpoint's vocab_size), else the built-in models' ByteTokenizer.
+// Errors name the file and the fix.
+Result<std::shared_ptr<const Tokenizer>> tokenizer_for(const engine::EngineConfig& engine);
 
 class HttpApi {
  public:
@@ -73,7 +80,7 @@ class HttpApi {
 
   ApiOptions options_;
   SchedulerService& service_;
-  ByteTokenizer tokenizer_;
+  std::shared_ptr<const Tokenizer> tokenizer_;  // the served model's (tokenizer_for)
   ReplyMemo memo_;
   ApiMetrics metrics_;
   std::unique_ptr<httplib::Server> server_;

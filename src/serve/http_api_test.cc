@@ -9,9 +9,12 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <thread>
 
+#include "compute/test_util.h"
+#include "serve/checkpoint_test_util.h"
 #include "serve/test_cluster.h"
 #include "store/temp_dir.h"
 
@@ -435,6 +438,152 @@ TEST_F(HttpApiTest, AClientThatHangsUpMidStreamHasItsTurnCancelled) {
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_NE(text.find("dualpath:requests_total{status=\"cancelled\"} 1"), std::string::npos);
+}
+
+// `serve --model DIR`: a Hugging Face llama checkpoint with its tokenizer.model, served through
+// the API. The nodes run the checkpoint's weights, the API tokenizes with its SentencePiece
+// model in the Llama 2 chat layout, and a conversation's turns hit each other's KV.
+class HttpApiCheckpointTest : public HttpApiTest {
+ protected:
+  static void SetUpTestSuite() {
+    ckpt_dir_ = new TempDir;
+    ckpt_ = ckpt_dir_->sub("my-llama");
+    auto w = testing::write_test_checkpoint(ckpt_);
+    ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+    weights_ = new std::shared_ptr<const compute::CpuWeights>(*w);
+    ClusterOptions o = test_cluster(ckpt_dir_->sub("store"), 1);
+    o.config.engine.weights = ckpt_;
+    auto c = Cluster::start(o);
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    ckpt_cluster_ = c->release();
+  }
+  static void TearDownTestSuite() {
+    delete ckpt_cluster_;
+    delete weights_;
+    delete ckpt_dir_;
+  }
+  // The reply the checkpoint's weights give in this process, as the API would write it.
+  static std::string greedy_reply(const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                                  int64_t n, bool chat) {
+    const compute::CpuModel model(*weights_);
+    const auto out = compute::testing::greedy_generate(model, prompt, n, tok.eos());
+    TokenTextStream s(tok, chat);
+    std::string text = s.push(out);
+    return text + s.finish();
+  }
+  static inline TempDir* ckpt_dir_ = nullptr;
+  static inline std::string ckpt_;
+  static inline std::shared_ptr<const compute::CpuWeights>* weights_ = nullptr;
+  static inline Cluster* ckpt_cluster_ = nullptr;
+};
+
+TEST_F(HttpApiCheckpointTest, TurnsGiveTheCheckpointsGreedyTextAndHitEachOther) {
+  ASSERT_NE(ckpt_cluster_, nullptr);
+  ApiOptions o;
+  o.port = 0;
+  auto started = HttpApi::start(o, ckpt_cluster_->service());
+  ASSERT_TRUE(started.is_ok()) << started.status().to_string();
+  HttpApi& api = **started;
+  EXPECT_EQ(api.model_name(), "my-llama");  // the directory's name
+  auto tok = tokenizer_for(ckpt_cluster_->service().config().engine);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().to_string();
+  EXPECT_NE((*tok)->describe().find("sentencepiece"), std::string::npos);
+
+  httplib::Client cli("127.0.0.1", api.port());
+  auto models = cli.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(Json::parse(models->body)["data"][0]["id"], "my-llama");
+
+  std::string question;
+  for (int i = 0; i < 12; ++i) question += "The query planner chooses an index for each table. ";
+  auto body = [](const std::vector<std::pair<std::string, std::string>>& msgs, int max_tokens) {
+    Json b = chat_body(msgs, max_tokens);
+    b["model"] = "my-llama";
+    return b;
+  };
+  int status = 0;
+  Json r1 = post(api, "/v1/chat/completions", body({{"user", question}}, 24), &status);
+  ASSERT_EQ(status, 200) << r1.dump();
+  const std::string reply = r1["choices"][0]["message"]["content"];
+  auto p1 = chat_prompt(**tok, std::vector<ChatMessage>{{"user", question}}, nullptr);
+  ASSERT_TRUE(p1.is_ok());
+  EXPECT_EQ(r1["usage"]["prompt_tokens"].get<int64_t>(), static_cast<int64_t>(p1->size()));
+  EXPECT_EQ(reply, greedy_reply(**tok, *p1, 24, /*chat=*/true));
+  const int64_t c1 = r1["usage"]["completion_tokens"];
+
+  const std::vector<std::pair<std::string, std::string>> conv = {
+      {"user", question}, {"assistant", reply}, {"user", "Which rows does it read from disk?"}};
+  Json r2 = post(api, "/v1/chat/completions", body(conv, 16), &status);
+  ASSERT_EQ(status, 200) << r2.dump();
+  const int64_t block = ckpt_cluster_->service().config().engine.block_tokens;
+  const int64_t cached = r2["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GE(cached, (static_cast<int64_t>(p1->size()) + c1) / block * block) << r2.dump();
+  EXPECT_GT(cached, 0);
+  std::vector<ChatMessage> msgs;
+  for (const auto& [role, content] : conv) msgs.push_back({role, content});
+  auto p2 = chat_prompt(**tok, msgs, &api.memo());
+  ASSERT_TRUE(p2.is_ok());
+  EXPECT_EQ(r2["usage"]["prompt_tokens"].get<int64_t>(), static_cast<int64_t>(p2->size()));
+  const std::string reply2 = r2["choices"][0]["message"]["content"];
+  EXPECT_EQ(reply2, greedy_reply(**tok, *p2, 16, true));
+  std::printf("checkpoint: turn 1 prompt %zu + reply %lld tokens \"%s\"; turn 2 cached %lld: \"%s\"\n",
+              p1->size(), static_cast<long long>(c1), reply.c_str(),
+              static_cast<long long>(cached), reply2.c_str());
+  EXPECT_FALSE(reply.empty());  // random weights, but not an EOS at once: the text is compared
+
+  // The same turn streamed: the same text, and it hits what the non-streamed one stored.
+  Json sb = body(conv, 16);
+  sb["stream"] = true;
+  sb["stream_options"] = {{"include_usage", true}};
+  std::string streamed;
+  Json usage;
+  for (const std::string& ev : stream(api, "/v1/chat/completions", sb)) {
+    if (ev == "[DONE]") break;
+    Json c = Json::parse(ev);
+    if (c.contains("usage") && !c["usage"].is_null()) usage = c["usage"];
+    if (!c["choices"].empty() && c["choices"][0]["delta"].contains("content")) {
+      streamed += c["choices"][0]["delta"]["content"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(streamed, reply2);
+  EXPECT_GE(usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), cached);
+
+  // A completion continues the prompt's text: its first word keeps its space.
+  Json rc = post(api, "/v1/completions",
+                 {{"model", "my-llama"}, {"prompt", question}, {"max_tokens", 12},
+                  {"temperature", 0}},
+                 &status);
+  ASSERT_EQ(status, 200) << rc.dump();
+  EXPECT_EQ(rc["choices"][0]["text"].get<std::string>(),
+            greedy_reply(**tok, completion_prompt(**tok, question), 12, /*chat=*/false));
+}
+
+TEST(TokenizerFor, ACheckpointWithoutItsTokenizerOrWithAnotherOneIsRefused) {
+  TempDir dir;
+  const std::string ckpt = dir.sub("ckpt");
+  engine::EngineConfig e;
+  e.model = "tiny";
+  e.weights = ckpt;
+  auto write_config = [&](int vocab) {
+    std::ofstream(ckpt + "/config.json")
+        << R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+               "vocab_size": )"
+        << vocab << "}";
+  };
+  write_config(512);
+  auto none = tokenizer_for(e);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_NE(none.status().message().find(ckpt + "/tokenizer.model"), std::string::npos)
+      << none.status().to_string();
+  ASSERT_TRUE(testing::train_test_tokenizer(ckpt).is_ok());
+  write_config(300);  // fewer ids than the tokenizer's pieces
+  auto other = tokenizer_for(e);
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.status().message().find("vocab_size = 300"), std::string::npos)
+      << other.status().to_string();
+  write_config(512);
+  EXPECT_TRUE(tokenizer_for(e).is_ok());
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 #include "serve/tokenizer.h"
 
 #include <fmt/format.h>
+#include <sentencepiece_processor.h>
+
+#include <charconv>
+#include <filesystem>
 
 namespace dualpath::serve {
 namespace {
@@ -69,6 +73,12 @@ std::string Utf8Decoder::finish() {
   return std::string(kReplacement);
 }
 
+std::string Tokenizer::decode(std::span<const int32_t> tokens) const {
+  TokenTextStream s(*this, /*message=*/true);
+  std::string out = s.push(tokens);
+  return out + s.finish();
+}
+
 std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> out;
   out.reserve(text.size());
@@ -76,16 +86,22 @@ std::vector<int32_t> ByteTokenizer::encode(std::string_view text) const {
   return out;
 }
 
-std::string ByteTokenizer::decode(std::span<const int32_t> tokens) const {
-  TokenTextStream s;
-  std::string out = s.push(tokens);
-  return out + s.finish();
+std::string ByteTokenizer::token_bytes(int32_t id, bool /*message_start*/) const {
+  if (id < 0 || id >= 256) return {};
+  return std::string(1, static_cast<char>(static_cast<uint8_t>(id)));
+}
+
+const Tokenizer& byte_tokenizer() {
+  static const ByteTokenizer tok;
+  return tok;
 }
 
 std::string TokenTextStream::push(std::span<const int32_t> tokens) {
   std::string out;
   for (int32_t t : tokens) {
-    if (t >= 0 && t < 256) out += utf8_.push_byte(static_cast<uint8_t>(t));
+    const std::string bytes = tok_->token_bytes(t, strip_);
+    for (char c : bytes) out += utf8_.push_byte(static_cast<uint8_t>(c));
+    if (!bytes.empty()) strip_ = false;
   }
   return out;
 }
@@ -132,38 +148,166 @@ size_t ReplyMemo::size() const {
   return entries_.size();
 }
 
-Result<std::vector<int32_t>> chat_prompt(const ByteTokenizer& tok,
-                                         std::span<const ChatMessage> messages, ReplyMemo* memo) {
+namespace {
+
+enum class Role { kSystem, kUser, kAssistant };
+
+Result<Role> role_of(const ChatMessage& m, size_t index) {
+  if (m.role == "system" || m.role == "developer") return Role::kSystem;
+  if (m.role == "user" || m.role == "tool") return Role::kUser;
+  if (m.role == "assistant") return Role::kAssistant;
+  return Status::invalid_argument(fmt::format(
+      "messages[{}].role = \"{}\" is not a role: use system, user or assistant", index, m.role));
+}
+
+// An assistant message's tokens: the generated ones if the memo knows them (for the prompt they
+// answered, `before`), else the text encoded.
+std::vector<int32_t> reply_body(const Tokenizer& tok, const std::vector<int32_t>& before,
+                                const std::string& text, ReplyMemo* memo) {
+  if (memo != nullptr) {
+    if (auto generated = memo->find(before, text)) return std::move(*generated);
+  }
+  return tok.encode(text);
+}
+
+void append(std::vector<int32_t>& out, const std::vector<int32_t>& more) {
+  out.insert(out.end(), more.begin(), more.end());
+}
+
+}  // namespace
+
+Result<std::vector<int32_t>> ByteTokenizer::chat_prompt(std::span<const ChatMessage> messages,
+                                                        ReplyMemo* memo) const {
   std::vector<int32_t> out{SpecialTokens::kBos};
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    int32_t role = 0;
-    if (m.role == "system" || m.role == "developer") {
-      role = SpecialTokens::kSystem;
-    } else if (m.role == "user" || m.role == "tool") {
-      role = SpecialTokens::kUser;
-    } else if (m.role == "assistant") {
-      role = SpecialTokens::kAssistant;
-    } else {
-      return Status::invalid_argument(fmt::format(
-          "messages[{}].role = \"{}\" is not a role: use system, user or assistant", i, m.role));
-    }
-    out.push_back(role);
-    std::optional<std::vector<int32_t>> generated;
-    if (role == SpecialTokens::kAssistant && memo != nullptr) generated = memo->find(out, m.content);
-    const std::vector<int32_t> body = generated ? std::move(*generated) : tok.encode(m.content);
-    out.insert(out.end(), body.begin(), body.end());
+    DP_ASSIGN_OR_RETURN(Role role, role_of(m, i));
+    out.push_back(role == Role::kSystem ? SpecialTokens::kSystem
+                  : role == Role::kUser ? SpecialTokens::kUser
+                                        : SpecialTokens::kAssistant);
+    append(out, role == Role::kAssistant ? reply_body(*this, out, m.content, memo)
+                                         : encode(m.content));
     out.push_back(SpecialTokens::kEnd);
   }
   out.push_back(SpecialTokens::kAssistant);
   return out;
 }
 
-std::vector<int32_t> completion_prompt(const ByteTokenizer& tok, std::string_view prompt) {
+std::vector<int32_t> ByteTokenizer::completion_prompt(std::string_view prompt) const {
   std::vector<int32_t> out{SpecialTokens::kBos};
-  const std::vector<int32_t> body = tok.encode(prompt);
-  out.insert(out.end(), body.begin(), body.end());
+  append(out, encode(prompt));
   return out;
+}
+
+namespace {
+
+class SentencePieceTokenizer final : public Tokenizer {
+ public:
+  SentencePieceTokenizer(std::string path, std::unique_ptr<sentencepiece::SentencePieceProcessor> sp)
+      : path_(std::move(path)), sp_(std::move(sp)) {
+    const int n = sp_->GetPieceSize();
+    bytes_.resize(static_cast<size_t>(n));
+    for (int id = 0; id < n; ++id) {
+      std::string& b = bytes_[static_cast<size_t>(id)];
+      if (sp_->IsControl(id) || sp_->IsUnused(id)) continue;
+      if (sp_->IsUnknown(id)) {
+        b = " \xE2\x81\x87 ";  // " ⁇ ", SentencePiece's own rendering of <unk>
+        continue;
+      }
+      const std::string& piece = sp_->IdToPiece(id);
+      if (sp_->IsByte(id)) {  // "<0xNN>"
+        unsigned v = 0;
+        if (piece.size() == 6) std::from_chars(piece.data() + 3, piece.data() + 5, v, 16);
+        b = std::string(1, static_cast<char>(v));
+        continue;
+      }
+      static constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, the word boundary
+      for (size_t i = 0; i < piece.size();) {
+        if (piece.compare(i, kSpace.size(), kSpace) == 0) {
+          b += ' ';
+          i += kSpace.size();
+        } else {
+          b += piece[i++];
+        }
+      }
+    }
+  }
+
+  std::string describe() const override {
+    return fmt::format("sentencepiece {} ({} pieces)", path_, bytes_.size());
+  }
+  int32_t vocab_size() const override { return static_cast<int32_t>(bytes_.size()); }
+  std::vector<int32_t> encode(std::string_view text) const override {
+    std::vector<int> ids;
+    if (!sp_->Encode(text, &ids).ok()) return {};  // only fails when no model is loaded
+    return {ids.begin(), ids.end()};
+  }
+  std::string token_bytes(int32_t id, bool message_start) const override {
+    if (id < 0 || static_cast<size_t>(id) >= bytes_.size()) return {};
+    const std::string& b = bytes_[static_cast<size_t>(id)];
+    if (message_start && !b.empty() && b[0] == ' ' && !sp_->IsByte(id)) return b.substr(1);
+    return b;
+  }
+  int32_t eos() const override { return sp_->eos_id(); }
+
+  Result<std::vector<int32_t>> chat_prompt(std::span<const ChatMessage> messages,
+                                           ReplyMemo* memo) const override {
+    std::vector<int32_t> out;
+    std::string system;  // held for the next [INST] block
+    auto inst = [&](const std::string& user) {
+      if (sp_->bos_id() >= 0) out.push_back(sp_->bos_id());
+      std::string text = "[INST] ";
+      if (!system.empty()) text += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
+      system.clear();
+      append(out, encode(text + user + " [/INST]"));
+    };
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const ChatMessage& m = messages[i];
+      DP_ASSIGN_OR_RETURN(Role role, role_of(m, i));
+      if (role == Role::kSystem) {
+        system += (system.empty() ? "" : "\n\n") + m.content;
+      } else if (role == Role::kUser) {
+        inst(m.content);
+      } else {
+        append(out, reply_body(*this, out, m.content, memo));
+        if (sp_->eos_id() >= 0) out.push_back(sp_->eos_id());
+      }
+    }
+    if (!system.empty() || out.empty()) inst("");  // a system message with no user turn after it
+    return out;
+  }
+  std::vector<int32_t> completion_prompt(std::string_view prompt) const override {
+    std::vector<int32_t> out;
+    if (sp_->bos_id() >= 0) out.push_back(sp_->bos_id());
+    append(out, encode(prompt));
+    return out;
+  }
+
+ private:
+  const std::string path_;
+  const std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::vector<std::string> bytes_;  // by id: the bytes in a reply
+};
+
+}  // namespace
+
+Result<std::shared_ptr<const Tokenizer>> load_sentencepiece(const std::string& model_path) {
+  if (!std::filesystem::is_regular_file(model_path)) {
+    return Status::not_found(fmt::format(
+        "{}: no such file; the API needs the checkpoint's SentencePiece model (tokenizer.model; "
+        "a tokenizer.json alone is not read)",
+        model_path));
+  }
+  auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  if (const auto s = sp->Load(model_path); !s.ok()) {
+    return Status::invalid_argument(
+        fmt::format("{}: not a SentencePiece model: {}", model_path, s.ToString()));
+  }
+  if (sp->GetPieceSize() < 1) {
+    return Status::invalid_argument(fmt::format("{}: the model has no pieces", model_path));
+  }
+  return std::shared_ptr<const Tokenizer>(
+      std::make_shared<SentencePieceTokenizer>(model_path, std::move(sp)));
 }
 
 }  // namespace dualpath::serve

@@ -1,5 +1,6 @@
 #pragma once
-// The built-in models' tokenizer and chat template (docs/api.md).
+// The served model's tokenizer and chat template (docs/api.md): ByteTokenizer for the built-in
+// models, SentencePiece (a checkpoint's tokenizer.model) for `serve --model DIR`.
 //
 // ByteTokenizer: one token per byte (ids 0..255) plus a few special tokens above them, within
 // the tiny model's vocabulary of 512. Encoding is total and lossless; decoding goes through a
@@ -12,10 +13,12 @@
 // produced it (a special token, an invalid byte): ReplyMemo remembers the tokens of each reply
 // the server generated, by its text, and the template splices them back.
 //
-// Thread-compatible, except ReplyMemo (thread-safe).
+// Tokenizers are immutable and thread-safe; ReplyMemo is thread-safe; the stream decoders are
+// thread-compatible.
 
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -52,27 +55,80 @@ class Utf8Decoder {
   int need_ = 0;  // its total length
 };
 
-class ByteTokenizer {
+struct ChatMessage {
+  std::string role;  // system, user, assistant (tool and developer are mapped to user / system)
+  std::string content;
+};
+
+class ReplyMemo;
+
+// The served model's tokenizer and chat template: text to tokens, each token's bytes in a reply,
+// the end-of-reply token, and the prompt layouts. Implementations are immutable after load and
+// thread-safe.
+class Tokenizer {
  public:
-  static constexpr int32_t kVocab = 512;  // the ids the tokenizer may meet (the tiny model's)
-  std::vector<int32_t> encode(std::string_view text) const;
-  // The text of `tokens`, whole: special and unused tokens give nothing.
+  virtual ~Tokenizer() = default;
+  // For logs and errors: "byte" or "sentencepiece FILE (N pieces)".
+  virtual std::string describe() const = 0;
+  // The ids it may produce or decode: at most the model's vocabulary.
+  virtual int32_t vocab_size() const = 0;
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // The bytes token `id` stands for in generated text ("" for special, control and unknown
+  // ids). `message_start`: it begins a chat message (SentencePiece drops the space that marks
+  // the first word's start there, as its own decoder does; a completion keeps it, since it
+  // continues the prompt's text).
+  virtual std::string token_bytes(int32_t id, bool message_start) const = 0;
+  // The token that ends a reply, or -1 if the model has none.
+  virtual int32_t eos() const = 0;
+  // The prompt of the reply to `messages` (see chat_prompt below).
+  virtual Result<std::vector<int32_t>> chat_prompt(std::span<const ChatMessage> messages,
+                                                   ReplyMemo* memo) const = 0;
+  // A completion prompt: BOS (where the model has one), then the text's tokens.
+  virtual std::vector<int32_t> completion_prompt(std::string_view prompt) const = 0;
+
+  // The text of `tokens`, whole (valid UTF-8), as a message of its own (as sp.Decode gives it).
   std::string decode(std::span<const int32_t> tokens) const;
 };
 
-// Streams tokens into text, holding back a split character (for SSE chunks).
+// The built-in models': bytes plus the SpecialTokens. Its chat layout: BOS, then per message
+// <|role|> content <|end|>, then <|assistant|>.
+class ByteTokenizer final : public Tokenizer {
+ public:
+  static constexpr int32_t kVocab = 512;  // the ids the tokenizer may meet (the tiny model's)
+  std::string describe() const override { return "byte"; }
+  int32_t vocab_size() const override { return SpecialTokens::kCount; }
+  std::vector<int32_t> encode(std::string_view text) const override;
+  std::string token_bytes(int32_t id, bool message_start) const override;
+  int32_t eos() const override { return SpecialTokens::kEnd; }
+  Result<std::vector<int32_t>> chat_prompt(std::span<const ChatMessage> messages,
+                                           ReplyMemo* memo) const override;
+  std::vector<int32_t> completion_prompt(std::string_view prompt) const override;
+};
+
+// One shared ByteTokenizer (the default of TokenTextStream).
+const Tokenizer& byte_tokenizer();
+
+// A checkpoint's tokenizer.model through libsentencepiece (byte-fallback pieces are bytes, "▁"
+// is a space), with the Llama 2 chat layout:
+//   <s>[INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] reply</s><s>[INST] user [/INST]
+// Each [INST] block and each reply is tokenized on its own, so earlier turns keep their tokens
+// when the conversation grows (a whole-string encode could merge pieces across the seams).
+// kNotFound / kInvalidArgument naming the file when it cannot be read.
+Result<std::shared_ptr<const Tokenizer>> load_sentencepiece(const std::string& model_path);
+
+// Streams tokens into text, holding back a split character (for SSE chunks). `message`: the
+// text is a chat message of its own (Tokenizer::token_bytes).
 class TokenTextStream {
  public:
+  explicit TokenTextStream(const Tokenizer& tok = byte_tokenizer(), bool message = false)
+      : tok_(&tok), strip_(message) {}
   std::string push(std::span<const int32_t> tokens);
   std::string finish() { return utf8_.finish(); }
 
  private:
+  const Tokenizer* tok_;
   Utf8Decoder utf8_;
-};
-
-struct ChatMessage {
-  std::string role;  // system, user, assistant (tool and developer are mapped to user / system)
-  std::string content;
+  bool strip_;  // a message whose first bytes are still to come
 };
 
 // Remembers the tokens of generated replies by the prompt they answered and their text (LRU,
@@ -101,14 +157,17 @@ class ReplyMemo {
   static std::string key(std::span<const int32_t> prompt, const std::string& text);
 };
 
-// BOS, then per message <|role|> content <|end|>, then <|assistant|>: the prompt of the reply.
-// An assistant message that the memo knows (for the tokens before it, which end with
-// <|assistant|> as the prompt it answered did, and its text) is spliced in as its generated
-// tokens.
+// The prompt of the reply to `messages`, in `tok`'s chat layout. An assistant message that the
+// memo knows (for the tokens before it, which are the prompt it answered, and its text) is
+// spliced in as its generated tokens.
 // kInvalidArgument for an unknown role (naming it and the message index).
-Result<std::vector<int32_t>> chat_prompt(const ByteTokenizer& tok,
-                                         std::span<const ChatMessage> messages, ReplyMemo* memo);
-// A completion prompt: BOS, then the text's bytes.
-std::vector<int32_t> completion_prompt(const ByteTokenizer& tok, std::string_view prompt);
+inline Result<std::vector<int32_t>> chat_prompt(const Tokenizer& tok,
+                                                std::span<const ChatMessage> messages,
+                                                ReplyMemo* memo) {
+  return tok.chat_prompt(messages, memo);
+}
+inline std::vector<int32_t> completion_prompt(const Tokenizer& tok, std::string_view prompt) {
+  return tok.completion_prompt(prompt);
+}
 
 }  // namespace dualpath::serve
