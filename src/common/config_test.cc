@@ -119,5 +119,18 @@ TEST(ConfigSizes, SizeKeysAcceptIntegersAndSuffixedStringsAndNameTheKeyOnError) 
   EXPECT_NE(s.message().find("key 'a.z'"), std::string::npos) << s.message();
 }
 
+// Found by fuzz/config_fuzz.cc: toml++ 3.3 reached __builtin_unreachable() (undefined
+// behaviour; UBSan stops here) on a non-ASCII character after a value. It is a parse error now.
+TEST(ConfigFuzzRegression, NonAsciiCharactersAfterAValueAreAParseError) {
+  for (const char* text : {"gpu_ids = [4, 5, 6, -\xCF\x8F]\n", "x = 1\xC2\xA1\n",
+                           "a = [1\xE2\xBB\x90]\n", "[s]\nk = true\xD2\x80\n"}) {
+    auto c = Config::from_string(text, "fuzz.toml");
+    EXPECT_FALSE(c.is_ok()) << text;
+    if (!c.is_ok()) {
+      EXPECT_NE(c.status().message().find("fuzz.toml"), std::string::npos);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dualpath

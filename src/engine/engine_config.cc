@@ -133,6 +133,11 @@ Status apply_engine_config(Config& f, EngineConfig& c) {
       f.non_negative_number("store.capacity_gb", static_cast<double>(c.store_capacity_bytes) / 1e9,
                             "GB of block files; 0 = unlimited") *
       1e9);
+  c.store_fault_rate = f.number("store.inject_fault_rate", c.store_fault_rate,
+                                "share of block I/O to fail, for fault tests only (0..0.5)");
+  if (c.store_fault_rate < 0 || c.store_fault_rate > 0.5) {
+    f.fail("store.inject_fault_rate", "must be within 0..0.5 (0: no injected faults)");
+  }
   auto mib = [&](const char* key, uint64_t bytes) {
     return static_cast<uint64_t>(
         f.positive_number(key, static_cast<double>(bytes) / (1 << 20), "MiB") * (1 << 20));

@@ -60,6 +60,9 @@ struct EngineConfig {
   int64_t block_tokens = 64;
   std::vector<std::string> data_paths;  // empty: the driver makes a temporary directory
   int64_t store_capacity_bytes = 0;
+  // Tests of fault handling only: each node's store fails this share of its block reads, writes,
+  // fsyncs and renames at random (store/io_faults.h). 0 in production.
+  double store_fault_rate = 0;
   uint64_t pe_dram_buffer_bytes = 256ull << 20;
   uint64_t de_dram_buffer_bytes = 256ull << 20;
   uint64_t hbm_bytes = 256ull << 20;

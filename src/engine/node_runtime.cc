@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/log.h"
 #include "compute/cpu_weights.h"
 #include "engine/engine_config.h"
 #include "engine/wire.h"
@@ -62,6 +63,7 @@ Json NodeSetup::to_json() const {
       {"block_tokens", block_tokens},
       {"data_paths", data_paths},
       {"store_capacity_bytes", store_capacity_bytes},
+      {"store_fault_rate", store_fault_rate},
       {"dram_buffer_bytes", dram_buffer_bytes},
       {"hbm_bytes", hbm_bytes},
       {"pipeline_depth", pipeline_depth},
@@ -89,6 +91,7 @@ Result<NodeSetup> NodeSetup::from_json(const Json& j) {
   s.block_tokens = r.i64_or("block_tokens", s.block_tokens, 1, 1 << 20);
   s.data_paths = r.has("data_paths") ? r.str_list("data_paths") : std::vector<std::string>{};
   s.store_capacity_bytes = r.i64_or("store_capacity_bytes", 0, 0);
+  s.store_fault_rate = r.number_or("store_fault_rate", 0.0, 0.0, 0.5);
   s.dram_buffer_bytes = r.u64("dram_buffer_bytes");
   s.hbm_bytes = r.u64("hbm_bytes");
   s.pipeline_depth = static_cast<int>(r.i64_or("pipeline_depth", s.pipeline_depth, 2, 64));
@@ -123,6 +126,13 @@ Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup)
   so.layout = rt->layout_;
   so.capacity_bytes = setup.store_capacity_bytes;
   so.storage_nic = rt->nic_.get();
+  if (setup.store_fault_rate > 0) {
+    DP_LOG_WARN("node {}: injecting store faults in {:.2f} % of block I/O (store.inject_fault_rate)",
+                name, 100 * setup.store_fault_rate);
+    so.faults = std::make_shared<store::RandomFaults>(
+        setup.store_fault_rate, 0x5eed0000u + static_cast<uint64_t>(setup.index) * 2 +
+                                    (setup.role == NodeRole::kPrefill ? 0 : 1));
+  }
   DP_ASSIGN_OR_RETURN(rt->store_, store::FileStore::open(so));
 
   transport::ContextOptions co;

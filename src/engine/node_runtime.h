@@ -46,6 +46,7 @@ struct NodeSetup {
   int64_t block_tokens = 64;
   std::vector<std::string> data_paths;
   int64_t store_capacity_bytes = 0;
+  double store_fault_rate = 0;  // EngineConfig::store_fault_rate
   uint64_t dram_buffer_bytes = 0;
   uint64_t hbm_bytes = 0;
   int pipeline_depth = 3;

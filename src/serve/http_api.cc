@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "serve/completion_request.h"
 
 namespace dualpath::serve {
 namespace {
@@ -18,7 +19,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kVersion = "0.1.0";
-constexpr size_t kMaxStops = 4;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -35,132 +35,6 @@ void send_error(httplib::Response& res, int status, std::string_view type, const
             {"code", code.empty() ? Json(nullptr) : Json(code)}};
   res.status = status;
   res.set_content(Json{{"error", e}}.dump(), "application/json");
-}
-
-struct BadRequest {
-  std::string param;
-  std::string message;
-};
-
-// The fields of a completion request the server acts on (docs/api.md); unknown ones are ignored.
-struct CompletionParams {
-  std::vector<int32_t> prompt;
-  int64_t max_tokens = 0;
-  std::vector<std::string> stop;
-  bool stream = false;
-  bool include_usage = false;
-  compute::SamplingParams sampling;  // greedy unless temperature > 0
-  bool seeded = false;               // the request gave a seed
-};
-
-// Text content: a string, or an array of {"type": "text", "text": ...} parts; null is empty.
-std::optional<std::string> content_text(const Json& c) {
-  if (c.is_null()) return std::string();
-  if (c.is_string()) return c.get<std::string>();
-  if (!c.is_array()) return std::nullopt;
-  std::string out;
-  for (const Json& part : c) {
-    if (!part.is_object()) return std::nullopt;
-    auto type = part.find("type");
-    auto text = part.find("text");
-    if (type == part.end() || !type->is_string() || *type != "text" || text == part.end() ||
-        !text->is_string())
-      return std::nullopt;
-    out += text->get<std::string>();
-  }
-  return out;
-}
-
-std::optional<BadRequest> parse_common(const Json& body, const ApiOptions& opt,
-                                       CompletionParams& p) {
-  // max_completion_tokens (the newer name) wins over max_tokens.
-  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    auto it = body.find(key);
-    if (it == body.end() || it->is_null()) continue;
-    if (!it->is_number_integer()) {
-      return BadRequest{key, fmt::format("{} must be an integer", key)};
-    }
-    const int64_t v = it->get<int64_t>();
-    if (v < 1) return BadRequest{key, fmt::format("{} = {} must be at least 1", key, v)};
-    p.max_tokens = v;
-  }
-  if (auto it = body.find("temperature"); it != body.end() && !it->is_null()) {
-    if (!it->is_number()) return BadRequest{"temperature", "temperature must be a number"};
-    const double t = it->get<double>();
-    if (t < 0 || t > 2) {
-      return BadRequest{"temperature", fmt::format("temperature = {} is outside [0, 2]", t)};
-    }
-    p.sampling.temperature = t;
-  }
-  if (auto it = body.find("top_p"); it != body.end() && !it->is_null()) {
-    if (!it->is_number()) return BadRequest{"top_p", "top_p must be a number"};
-    const double v = it->get<double>();
-    if (!(v > 0 && v <= 1)) {
-      return BadRequest{"top_p", fmt::format("top_p = {} is outside (0, 1]", v)};
-    }
-    p.sampling.top_p = v;
-  }
-  if (auto it = body.find("top_k"); it != body.end() && !it->is_null()) {  // vLLM's extension
-    if (!it->is_number_integer() || it->get<int64_t>() < -1 || it->get<int64_t>() > (1 << 20)) {
-      return BadRequest{"top_k", "top_k must be an integer: -1 or 0 for all tokens, or k >= 1"};
-    }
-    p.sampling.top_k = static_cast<int>(std::max<int64_t>(0, it->get<int64_t>()));
-  }
-  if (auto it = body.find("n"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<int64_t>() != 1) {
-      return BadRequest{"n", "n must be 1: one choice per request"};
-    }
-  }
-  if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer()) return BadRequest{"seed", "seed must be an integer"};
-    p.sampling.seed = static_cast<uint64_t>(it->get<int64_t>());
-    p.seeded = true;
-  }
-  if (auto it = body.find("user"); it != body.end() && !it->is_null() && !it->is_string()) {
-    return BadRequest{"user", "user must be a string"};
-  }
-  if (auto it = body.find("stream"); it != body.end() && !it->is_null()) {
-    if (!it->is_boolean()) return BadRequest{"stream", "stream must be true or false"};
-    p.stream = it->get<bool>();
-  }
-  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) return BadRequest{"stream_options", "stream_options must be an object"};
-    if (auto u = it->find("include_usage"); u != it->end() && !u->is_null()) {
-      if (!u->is_boolean()) {
-        return BadRequest{"stream_options.include_usage", "include_usage must be true or false"};
-      }
-      p.include_usage = u->get<bool>();
-    }
-  }
-  if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
-    if (it->is_string()) {
-      p.stop.push_back(it->get<std::string>());
-    } else if (it->is_array() && it->size() <= kMaxStops) {
-      for (const Json& s : *it) {
-        if (!s.is_string()) return BadRequest{"stop", "stop must be a string or a list of strings"};
-        p.stop.push_back(s.get<std::string>());
-      }
-    } else {
-      return BadRequest{"stop", fmt::format("stop must be a string or up to {} strings", kMaxStops)};
-    }
-    std::erase_if(p.stop, [](const std::string& s) { return s.empty(); });
-  }
-  const int64_t room = opt.max_model_len - static_cast<int64_t>(p.prompt.size());
-  if (room < 1) {
-    return BadRequest{"messages",
-                      fmt::format("the prompt is {} tokens; this model's context is {} tokens "
-                                  "(max_model_len), prompt and output together",
-                                  p.prompt.size(), opt.max_model_len)};
-  }
-  if (p.max_tokens == 0) {
-    p.max_tokens = std::min(opt.default_max_tokens, room);
-  } else if (p.max_tokens > room) {
-    return BadRequest{"max_tokens",
-                      fmt::format("max_tokens = {} does not fit: the prompt is {} tokens and the "
-                                  "context {} (max_model_len), so at most {}",
-                                  p.max_tokens, p.prompt.size(), opt.max_model_len, room)};
-  }
-  return std::nullopt;
 }
 
 // Holds back text that could be the start of a stop string, and cuts at the first one.
@@ -536,64 +410,13 @@ void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bo
     send_error(res, status, type, message, param, code);
     metrics_.count_request(std::to_string(status));
   };
-  const Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    return bad(400, "invalid_request_error",
-               "the body is not valid JSON (UTF-8 text, one object)");
+  auto parsed = parse_completion_request(
+      req.body, chat, {options_.served_model_name, options_.max_model_len, options_.default_max_tokens},
+      *tokenizer_, &memo_);
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    return bad(e->status, e->type, e->message, e->param, e->code);
   }
-  if (!body.is_object()) return bad(400, "invalid_request_error", "the body must be a JSON object");
-  if (auto m = body.find("model"); m != body.end() && !m->is_null()) {
-    if (!m->is_string()) return bad(400, "invalid_request_error", "model must be a string", "model");
-    if (*m != options_.served_model_name) {
-      return bad(404, "invalid_request_error",
-                 fmt::format("the model '{}' does not exist: this server serves '{}' (GET "
-                             "/v1/models)",
-                             m->get<std::string>(), options_.served_model_name),
-                 "model", "model_not_found");
-    }
-  }
-  CompletionParams p;
-  if (chat) {
-    auto msgs = body.find("messages");
-    if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
-      return bad(400, "invalid_request_error",
-                 "messages must be a non-empty list of {\"role\", \"content\"} objects",
-                 "messages");
-    }
-    std::vector<ChatMessage> messages;
-    for (size_t i = 0; i < msgs->size(); ++i) {
-      const Json& m = (*msgs)[i];
-      auto role = m.is_object() ? m.find("role") : m.end();
-      if (!m.is_object() || role == m.end() || !role->is_string()) {
-        return bad(400, "invalid_request_error",
-                   fmt::format("messages[{}] must be an object with a string role", i),
-                   fmt::format("messages[{}]", i));
-      }
-      auto c = m.find("content");
-      std::optional<std::string> text = c == m.end() ? std::string() : content_text(*c);
-      if (!text) {
-        return bad(400, "invalid_request_error",
-                   fmt::format("messages[{}].content must be a string or a list of text parts", i),
-                   fmt::format("messages[{}].content", i));
-      }
-      messages.push_back({role->get<std::string>(), std::move(*text)});
-    }
-    auto prompt = chat_prompt(*tokenizer_, messages, &memo_);
-    if (!prompt.is_ok()) {
-      return bad(400, "invalid_request_error", prompt.status().message(), "messages");
-    }
-    p.prompt = std::move(prompt).value();
-  } else {
-    auto pr = body.find("prompt");
-    if (pr == body.end() || !pr->is_string()) {
-      return bad(400, "invalid_request_error", "prompt must be a string", "prompt");
-    }
-    p.prompt = completion_prompt(*tokenizer_, pr->get<std::string>());
-  }
-  if (auto err = parse_common(body, options_, p)) {
-    return bad(400, "invalid_request_error", err->message, err->param,
-               err->param == "messages" ? "context_length_exceeded" : "");
-  }
+  CompletionParams p = std::move(std::get<CompletionParams>(parsed));
   if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= options_.max_concurrent) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
     res.set_header("Retry-After", "1");

@@ -290,6 +290,7 @@ engine::NodeSetup SchedulerService::setup_for(const NodeId& id) const {
   // Processes sharing the data paths split the capacity (file_store.h).
   setup.store_capacity_bytes =
       cfg.store_capacity_bytes / static_cast<int64_t>(cfg.prefill_nodes + cfg.decode_nodes);
+  setup.store_fault_rate = cfg.store_fault_rate;
   setup.dram_buffer_bytes =
       id.role == NodeRole::kPrefill ? cfg.pe_dram_buffer_bytes : cfg.de_dram_buffer_bytes;
   setup.hbm_bytes = cfg.hbm_bytes;
@@ -912,9 +913,11 @@ Result<TurnResult> SchedulerService::run_turn(TurnRequest request) {
     }
     const bool pe_dead = a.pe && (!a.pe->link || a.pe->link->closed());
     const bool de_dead = a.de && (!a.de->link || a.de->link->closed());
-    if (last.is_not_found() && !pe_dead && !de_dead && path != sched::ReadPath::kRecompute) {
-      // A hit block vanished between the prefix match and the read (evicted, quarantined as
-      // corrupt): the turn is recomputed, never served from wrong bytes.
+    const bool store_miss = last.is_not_found() || last.is_io_error() || last.is_corruption();
+    if (store_miss && !pe_dead && !de_dead && path != sched::ReadPath::kRecompute) {
+      // A hit block vanished between the prefix match and the read (evicted), failed its
+      // checks (quarantined as corrupt) or could not be read (EIO): the turn is recomputed,
+      // never served from wrong bytes.
       DP_LOG_WARN("{}; recomputing the turn", last.to_string());
       path = sched::ReadPath::kRecompute;
       continue;

@@ -85,6 +85,21 @@ Result<std::vector<BlockIndex::Victim>> BlockIndex::reserve(int64_t file_bytes) 
   return victims;
 }
 
+std::vector<BlockIndex::Victim> BlockIndex::evict_lru(int root, int64_t bytes) {
+  std::lock_guard lock(mu_);
+  std::vector<Victim> victims;
+  for (auto k = lru_.begin(); bytes > 0 && k != lru_.end();) {
+    auto it = entries_.find(*k);
+    ++k;  // erase_locked invalidates the current position
+    if (it->second.pins != 0 || it->second.root != root) continue;
+    bytes -= it->second.file_bytes;
+    victims.push_back({it->first, it->second.root});
+    erase_locked(it);
+    ++evicted_blocks_;
+  }
+  return victims;
+}
+
 void BlockIndex::release(int64_t file_bytes) {
   std::lock_guard lock(mu_);
   reserved_bytes_ -= file_bytes;

@@ -54,6 +54,10 @@ class BlockIndex {
   // the index at once; the caller unlinks their files). kResourceExhausted when even evicting
   // every unpinned block would not make room; nothing is reserved or evicted then.
   Result<std::vector<Victim>> reserve(int64_t file_bytes);
+  // The file system of `root` is full (ENOSPC) below the capacity: evicts its least recently used
+  // unpinned blocks, `bytes` of them at least (fewer when there are not that many), and returns
+  // them for the caller to unlink. The cache keeps the newest blocks instead of refusing them.
+  std::vector<Victim> evict_lru(int root, int64_t bytes);
   // A reserved write failed: its bytes are free again.
   void release(int64_t file_bytes);
   // A reserved write was published: its bytes become the file's.

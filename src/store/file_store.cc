@@ -24,6 +24,8 @@ constexpr int kShards = 256;  // blocks/00 .. blocks/ff: keeps directories small
 // one past the expected end of file: a read that fills it found trailing bytes. Reading one page
 // too many costs nothing at end of file and saves an fstat per read.
 constexpr int64_t kScratchBytesPerOp = 3 * kIoAlignBytes;
+// Blocks evicted at a time when a data path's file system is full (ENOSPC).
+constexpr int64_t kEvictOnFullBlocks = 8;
 
 std::string errno_text(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
 
@@ -321,8 +323,13 @@ Result<IoBatch> FileStore::read(std::span<const ReadRequest> requests) {
     item.pinned = true;
     item.root = *root;
     item.path = path_in(item.root, item.key);
-    const int fd =
+    int fd =
         ::open(item.path.c_str(), O_RDONLY | O_CLOEXEC | (options_.direct_io ? O_DIRECT : 0));
+    if (const Fault f = fault(FileOp::kOpenRead, item.path); fd >= 0 && f.error != 0) {
+      ::close(fd);
+      fd = -1;
+      errno = f.error;
+    }
     if (fd < 0) {
       const int err = errno;
       index_.unpin(item.key);
@@ -389,9 +396,15 @@ Result<IoBatch> FileStore::write(std::span<const WriteRequest> requests) {
     item.reserved = true;
     item.temp_path = fmt::format("{}/tmp/{}.{}.{}.tmp", root_dir, item.key.to_hex(), writer_tag_,
                                  temp_sequence_.fetch_add(1, std::memory_order_relaxed));
-    const int fd =
+    int fd =
         ::open(item.temp_path.c_str(),
                O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (options_.direct_io ? O_DIRECT : 0), 0644);
+    if (const Fault f = fault(FileOp::kCreate, item.temp_path); fd >= 0 && f.error != 0) {
+      ::close(fd);
+      ::unlink(item.temp_path.c_str());
+      fd = -1;
+      errno = f.error;
+    }
     if (fd < 0) {
       const int err = errno;
       index_.release(file_bytes_);
@@ -409,7 +422,28 @@ Result<IoBatch> FileStore::write(std::span<const WriteRequest> requests) {
       continue;
     }
     // Claim the space up front: a full disk fails here, cleanly, before any byte is written.
-    if (int rc = ::posix_fallocate(fd, 0, file_bytes_); rc != 0 && rc != EOPNOTSUPP) {
+    auto allocate = [&] {
+      int rc = ::posix_fallocate(fd, 0, file_bytes_);
+      if (const Fault f = fault(FileOp::kAllocate, item.temp_path); rc == 0 && f.error != 0) {
+        rc = f.error;
+      }
+      return rc;
+    };
+    int rc = allocate();
+    if (rc == ENOSPC) {
+      // The disk is full below the capacity (another tenant, or no capacity set): make room
+      // by evicting this data path's least recently used blocks, then try once more. A full
+      // disk degrades the cache to its newest blocks; the write fails only if that is not
+      // enough (everything pinned, or the space is someone else's).
+      const auto lru = index_.evict_lru(item.root, kEvictOnFullBlocks * file_bytes_);
+      if (!lru.empty()) {
+        DP_LOG_WARN("block store: data path '{}' is full; evicted {} least recently used blocks",
+                    root_dir, lru.size());
+        unlink_victims(lru);
+        rc = allocate();
+      }
+    }
+    if (rc != 0 && rc != EOPNOTSUPP) {
       ::close(fd);
       ::unlink(item.temp_path.c_str());
       index_.release(file_bytes_);
@@ -461,6 +495,13 @@ void FileStore::abandon_read(internal::BatchState& batch, IoOp& op) {
 Status FileStore::finish_read(internal::BatchState& batch, IoOp& op) {
   auto& item = batch.items[op.tag];
   ::close(op.fd);
+  if (op.result >= 0) {
+    if (const Fault f = fault(FileOp::kRead, item.path); f.error != 0) {
+      op.result = -f.error;
+    } else if (f.short_bytes >= 0) {
+      op.result = static_cast<int>(std::min<int64_t>(op.result, f.short_bytes));
+    }
+  }
   // Unpin last: the block must not be evicted while its bytes are checked.
   struct Unpin {
     BlockIndex& index;
@@ -516,6 +557,18 @@ Status FileStore::finish_write(internal::BatchState& batch, IoOp& op) {
   auto& item = batch.items[op.tag];
   const std::string& root_dir = options_.data_paths[static_cast<size_t>(item.root)];
   ::close(op.fd);
+  if (op.result >= 0) {
+    if (const Fault f = fault(FileOp::kWrite, item.temp_path); f.error != 0) {
+      op.result = -f.error;
+    } else if (f.short_bytes >= 0) {
+      op.result = static_cast<int>(std::min<int64_t>(op.result, f.short_bytes));
+    }
+  }
+  if (op.kind == IoOp::Kind::kWritevFsync && op.fsync_result >= 0) {
+    if (const Fault f = fault(FileOp::kFsync, item.temp_path); f.error != 0) {
+      op.fsync_result = -f.error;
+    }
+  }
   Status status;
   if (op.result == -ECANCELED) {
     status = Status::aborted(fmt::format("write of block {} was cancelled", item.key.to_hex()));
@@ -544,7 +597,24 @@ Status FileStore::finish_write(internal::BatchState& batch, IoOp& op) {
   return status;
 }
 
+const char* file_op_name(FileOp op) {
+  switch (op) {
+    case FileOp::kOpenRead: return "open for read";
+    case FileOp::kRead: return "read";
+    case FileOp::kCreate: return "create";
+    case FileOp::kAllocate: return "allocate";
+    case FileOp::kWrite: return "write";
+    case FileOp::kFsync: return "fsync";
+    case FileOp::kRename: return "rename";
+  }
+  return "?";
+}
+
 bool FileStore::publish(const std::string& temp_path, const std::string& path) {
+  if (const Fault f = fault(FileOp::kRename, path); f.error != 0) {
+    errno = f.error;
+    return false;
+  }
   if (::rename(temp_path.c_str(), path.c_str()) == 0) return true;
   if (errno != ENOENT) return false;
   // The first block of its shard: make the shard directory (racing writers may both try).

@@ -44,6 +44,7 @@
 #include "store/block_key.h"
 #include "store/block_layout.h"
 #include "store/io_batch.h"
+#include "store/io_faults.h"
 #include "store/storage_nic.h"
 
 namespace dualpath::store {
@@ -79,6 +80,8 @@ struct FileStoreOptions {
   // Files in tmp/ older than this are leftovers of a crashed writer and are removed at open.
   // Younger ones may belong to a live writer in another process and are left alone.
   Duration stale_temp_age = std::chrono::minutes(10);
+  // Tests only: injected failures of the store's file operations (io_faults.h). Null: none.
+  std::shared_ptr<IoFaults> faults;
 };
 
 struct ReadRequest {
@@ -166,7 +169,11 @@ class FileStore {
   void unlink_victims(const std::vector<BlockIndex::Victim>& victims);
   // Renames a written temp file into place, making its shard directory when it is the first.
   // False with errno set on failure.
-  static bool publish(const std::string& temp_path, const std::string& path);
+  bool publish(const std::string& temp_path, const std::string& path);
+  // What the fault injector says of this operation (nothing without one).
+  Fault fault(FileOp op, const std::string& path) const {
+    return options_.faults ? options_.faults->on(op, path) : Fault{};
+  }
   // Worker thread: a read's I/O has finished (it leaves the read queue).
   void note_read_io_done();
   // Waiting thread: verifies a read whose I/O has finished, closes its file and unpins it.

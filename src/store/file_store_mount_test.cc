@@ -1,5 +1,6 @@
-// Acceptance (issue 3): "Disk full: writes fail with a clear error, the index stays consistent,
-// and reads keep working", and "a missing or unwritable data path gives a clear error at open
+// Acceptance (issue 3, and issue 19's "a full disk degrades the cache, not the service"): a full
+// disk evicts the least recently used blocks and writes go on; space taken by others fails
+// writes with a clear error; and "a missing or unwritable data path gives a clear error at open
 // that names the path" (the unwritable case, which needs a read-only file system for root).
 //
 // The tests mount a small tmpfs: directly when root, else inside an unprivileged user and mount
@@ -98,54 +99,67 @@ FileStoreOptions options_for(const std::string& dir) {
 
 size_t count_files(const std::string& dir) { return count_regular_files(dir); }
 
-TEST(DiskFull, WritesFailClearlyIndexStaysConsistentAndReadsKeepWorking) {
+// A full disk degrades the cache, not the service: the store evicts its least recently used
+// blocks to make room, writes go on, the newest blocks stay readable, the index matches the disk.
+TEST(DiskFull, AFullDiskEvictsTheLeastRecentlyUsedBlocksAndWritesGoOn) {
+  TempDir tmp;
+  const std::string dir = tmp.sub("small");
+  SmallTmpfs fs(dir, 256 * 1024, /*read_only=*/false);
+  if (!fs.mounted()) GTEST_SKIP() << fs.why_not();
+  auto store = FileStore::open(options_for(dir));  // no capacity set: only the disk limits it
+  ASSERT_TRUE(store.is_ok()) << store.status().to_string();
+  constexpr uint64_t kBlocks = 64;  // 1.25 MiB of files on a 256 KiB disk
+  for (uint64_t i = 0; i < kBlocks; ++i) {
+    auto results = write_blocks(**store, {test_key(i)});
+    ASSERT_EQ(results.size(), 1u);
+    ASSERT_TRUE(results[0].is_ok()) << i << ": " << results[0].to_string();
+  }
+  auto st = (*store)->stats();
+  EXPECT_GT(st.index.evicted_blocks, 0);
+  EXPECT_LT(st.index.blocks, static_cast<int64_t>(kBlocks));
+  EXPECT_EQ(st.index.reserved_bytes, 0);
+  EXPECT_EQ(count_files(dir + "/blocks"), static_cast<size_t>(st.index.blocks));
+  EXPECT_EQ(count_files(dir + "/tmp"), 0u);
+  EXPECT_FALSE((*store)->contains(test_key(0)));  // the oldest went first
+  // The newest blocks read back whole, in this store and in a freshly opened one.
+  for (uint64_t i = kBlocks - 4; i < kBlocks; ++i) {
+    auto r = read_block(**store, test_key(i));
+    EXPECT_TRUE(r.status.is_ok() && r.bytes_match) << i << ": " << r.status.to_string();
+  }
+  auto reopened = FileStore::open(options_for(dir));
+  ASSERT_TRUE(reopened.is_ok()) << reopened.status().to_string();
+  EXPECT_EQ((*reopened)->stats().index.blocks, st.index.blocks);
+  auto r = read_block(**reopened, test_key(kBlocks - 1));
+  EXPECT_TRUE(r.status.is_ok() && r.bytes_match) << r.status.to_string();
+}
+
+// When the space is taken by files that are not the store's, evicting cannot help: writes fail
+// with a clear error naming the data path, and nothing is left behind.
+TEST(DiskFull, SpaceTakenByOtherFilesIsAClearErrorAndNothingIsLeftBehind) {
   TempDir tmp;
   const std::string dir = tmp.sub("small");
   SmallTmpfs fs(dir, 256 * 1024, /*read_only=*/false);
   if (!fs.mounted()) GTEST_SKIP() << fs.why_not();
   auto store = FileStore::open(options_for(dir));
   ASSERT_TRUE(store.is_ok()) << store.status().to_string();
-
-  // Fill the disk one block at a time until a write fails.
-  uint64_t written = 0;
-  Status failure;
-  for (uint64_t i = 0; i < 64 && failure.is_ok(); ++i) {
-    auto results = write_blocks(**store, {test_key(i)});
-    ASSERT_EQ(results.size(), 1u);
-    if (results[0].is_ok()) {
-      ++written;
-    } else {
-      failure = results[0];
-    }
+  {
+    std::ofstream filler(dir + "/other-tenant.bin", std::ios::binary);
+    const std::string chunk(4096, 'x');
+    for (int i = 0; i < 128 && filler; ++i) filler.write(chunk.data(), chunk.size());
   }
-  ASSERT_FALSE(failure.is_ok()) << "a 256 KiB tmpfs cannot hold 64 blocks of 20 KiB";
-  EXPECT_GT(written, 0u);
-  EXPECT_TRUE(failure.is_resource_exhausted()) << failure.to_string();
-  EXPECT_NE(failure.message().find("data path '" + dir + "'"), std::string::npos)
-      << failure.message();
-  EXPECT_NE(failure.message().find("free space"), std::string::npos) << failure.message();
-
-  // A whole batch on the full disk: every write fails the same way, none hangs.
-  auto more = write_blocks(**store, {test_key(100), test_key(101), test_key(102)});
-  for (const Status& s : more) EXPECT_TRUE(s.is_resource_exhausted()) << s.to_string();
-
-  // The index matches the disk: the written blocks, no reservations, no temp files left.
+  auto results = write_blocks(**store, {test_key(1), test_key(2), test_key(3)});
+  ASSERT_EQ(results.size(), 3u);
+  for (const Status& s : results) {
+    EXPECT_TRUE(s.is_resource_exhausted()) << s.to_string();
+    EXPECT_NE(s.message().find("data path '" + dir + "'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("free space"), std::string::npos) << s.message();
+  }
   auto st = (*store)->stats();
-  EXPECT_EQ(static_cast<uint64_t>(st.index.blocks), written);
+  EXPECT_EQ(st.index.blocks, 0);
   EXPECT_EQ(st.index.reserved_bytes, 0);
-  EXPECT_EQ(count_files(dir + "/blocks"), written);
+  EXPECT_EQ(count_files(dir + "/blocks"), 0u);
   EXPECT_EQ(count_files(dir + "/tmp"), 0u);
-  EXPECT_FALSE((*store)->contains(test_key(written)));
-  // Reads keep working, in this store and in a freshly opened one.
-  for (uint64_t i = 0; i < written; ++i) {
-    auto r = read_block(**store, test_key(i));
-    EXPECT_TRUE(r.status.is_ok() && r.bytes_match) << i << ": " << r.status.to_string();
-  }
-  auto reopened = FileStore::open(options_for(dir));
-  ASSERT_TRUE(reopened.is_ok()) << reopened.status().to_string();
-  EXPECT_EQ(static_cast<uint64_t>((*reopened)->stats().index.blocks), written);
-  auto r = read_block(**reopened, test_key(0));
-  EXPECT_TRUE(r.status.is_ok() && r.bytes_match) << r.status.to_string();
+  EXPECT_TRUE(read_block(**store, test_key(1)).status.is_not_found());
 }
 
 TEST(DiskFull, CapacityBelowTheDiskSizeKeepsWritesWorkingByEvicting) {
