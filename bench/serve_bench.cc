@@ -3,14 +3,21 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <stdlib.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "bench/fresh_store.h"
 #include "serve/cluster.h"
 #include "serve/http_api.h"
+#include "serve/local_nodes.h"
 #include "sim/experiment.h"
 
 namespace dualpath::bench {
@@ -373,6 +380,258 @@ std::string serve_bench_table(const std::vector<ServeBenchRun>& runs) {
     out += fmt::format("{:<22}{}:{}\n", "read paths", r.mode, p);
   }
   return out;
+}
+
+}  // namespace dualpath::bench
+
+namespace dualpath::bench {
+namespace {
+
+// VmRSS (kB) and open descriptors of one process; 0 when it is gone.
+std::pair<int64_t, int64_t> process_usage(pid_t pid) {
+  const std::string base = pid == 0 ? "/proc/self" : fmt::format("/proc/{}", pid);
+  int64_t rss = 0;
+  std::ifstream status(base + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) {
+      rss = std::strtoll(line.c_str() + 6, nullptr, 10);
+      break;
+    }
+  }
+  int64_t fds = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(base + "/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++fds;
+  }
+  return {rss, fds};
+}
+
+int64_t tree_bytes(const std::string& dir) {
+  int64_t bytes = 0;
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code fe;
+    if (it->is_regular_file(fe)) bytes += static_cast<int64_t>(it->file_size(fe));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+bool SoakResult::ok() const {
+  return std::all_of(verdicts.begin(), verdicts.end(), [](const SoakVerdict& v) { return v.ok; });
+}
+
+Json SoakResult::to_json() const {
+  Json out = {{"requests", requests}, {"errors", errors}, {"ok", ok()}};
+  Json ss = Json::array();
+  for (const SoakSample& s : samples) {
+    ss.push_back({{"t_s", s.t_s},
+                  {"requests", s.requests},
+                  {"errors", s.errors},
+                  {"output_tokens_per_s", s.output_tokens_per_s},
+                  {"ttft_s", {{"p50", s.ttft_s.p50}, {"p99", s.ttft_s.p99}}},
+                  {"rss_kb", s.rss_kb},
+                  {"open_fds", s.open_fds},
+                  {"store_bytes", s.store_bytes}});
+  }
+  out["samples"] = ss;
+  Json vs = Json::array();
+  for (const SoakVerdict& v : verdicts) {
+    vs.push_back({{"what", v.what}, {"ok", v.ok}, {"detail", v.detail}});
+  }
+  out["verdicts"] = vs;
+  out["error_samples"] = error_samples;
+  return out;
+}
+
+std::string soak_header() {
+  return fmt::format("{:>7} {:>6} {:>6} {:>9} {:>9} {:>9} {:>10} {:>6} {:>10}\n", "t s", "req",
+                     "errors", "out tok/s", "TTFT p50", "TTFT p99", "RSS MiB", "fds",
+                     "store MiB");
+}
+
+std::string soak_row(const SoakSample& s) {
+  return fmt::format("{:>7.0f} {:>6} {:>6} {:>9.1f} {:>7.1f}ms {:>7.1f}ms {:>10.1f} {:>6} {:>10.1f}\n",
+                     s.t_s, s.requests, s.errors, s.output_tokens_per_s, s.ttft_s.p50 * 1e3,
+                     s.ttft_s.p99 * 1e3, static_cast<double>(s.rss_kb) / 1024.0, s.open_fds,
+                     static_cast<double>(s.store_bytes) / (1 << 20));
+}
+
+Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOptions& o,
+                                  const std::function<void(const SoakSample&)>& on_sample) {
+  if (!(o.minutes > 0) || o.concurrency < 1 || o.turns < 1 || o.context_tokens < 1 ||
+      o.append_tokens < 1 || o.max_tokens < 1 || !(o.interval_s >= 1)) {
+    return Status::invalid_argument(
+        "soak: --minutes > 0, --concurrency, --turns, --context-tokens, --append-tokens and "
+        "--max-tokens >= 1, --interval-s >= 1");
+  }
+  serve::ClusterOptions co;
+  co.config = config;
+  co.config.scheduler.port = 0;
+  if (!o.node_program.empty()) {
+    co.node_program = o.node_program;
+    co.node_args = o.node_args;
+  }
+  // A store of its own, so that its bytes can be counted.
+  std::string tmpl = (std::filesystem::temp_directory_path() / "dualpath-soak.XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    return Status::io_error(fmt::format("cannot make a temporary directory {}", tmpl));
+  }
+  struct Remove {
+    std::string dir;
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove{tmpl};
+  std::vector<std::string> paths = {tmpl};
+  std::optional<FreshStore> store;  // under the config's data paths, when it names some
+  if (!config.engine.data_paths.empty()) {
+    DP_ASSIGN_OR_RETURN(FreshStore made, FreshStore::make(config.engine.data_paths, "soak"));
+    store.emplace(std::move(made));
+    paths = store->paths();
+  }
+  co.config.engine.data_paths = paths;
+  co.config.engine.store_capacity_bytes = o.store_capacity_bytes;
+  co.ready_timeout = config.scheduler.register_timeout;
+  DP_ASSIGN_OR_RETURN(auto cluster, serve::Cluster::start(co));
+  serve::ApiOptions api;
+  api.port = 0;
+  api.max_concurrent = o.concurrency + 8;
+  api.max_model_len =
+      o.context_tokens + static_cast<int64_t>(o.turns) * (o.append_tokens + o.max_tokens + 16) + 64;
+  api.default_max_tokens = o.max_tokens;
+  DP_ASSIGN_OR_RETURN(auto http, serve::HttpApi::start(api, cluster->service()));
+  const int port = http->port();
+  const std::string model = http->model_name();
+
+  std::mutex mu;  // guards the interval's figures and the result's totals
+  SoakResult result;
+  std::vector<double> ttft;
+  int64_t interval_requests = 0, interval_errors = 0, interval_tokens = 0;
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> next_session{0};
+  const Duration timeout = config.engine.request_timeout * 4;
+  auto client = [&] {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_keep_alive(true);
+    cli.set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(timeout));
+    while (!stop.load()) {
+      const uint64_t s = next_session.fetch_add(1);
+      Json messages = Json::array();
+      for (int t = 0; t < o.turns && !stop.load(); ++t) {
+        messages.push_back(
+            {{"role", "user"},
+             {"content", bench_text(o.seed * 1'000'003 + s * 10'007 + static_cast<uint64_t>(t),
+                                    t == 0 ? o.context_tokens : o.append_tokens)}});
+        const Json body = {{"model", model},
+                           {"messages", messages},
+                           {"max_tokens", o.max_tokens},
+                           {"temperature", 0},
+                           {"stream", true},
+                           {"stream_options", {{"include_usage", true}}}};
+        Exchange x = post_chat(cli, body);
+        std::lock_guard lock(mu);
+        if (!x.ok) {
+          ++interval_errors;
+          ++result.errors;
+          if (result.error_samples.size() < 5) {
+            result.error_samples.push_back(fmt::format("session {} turn {}: {}", s, t, x.error));
+          }
+          break;
+        }
+        ++interval_requests;
+        ++result.requests;
+        interval_tokens += x.completion_tokens;
+        ttft.push_back(x.ttft_s);
+        messages.push_back({{"role", "assistant"}, {"content", x.reply}});
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < o.concurrency; ++i) threads.emplace_back(client);
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(o.minutes * 60));
+  auto next = start;
+  serve::LocalNodes* nodes = cluster->local_nodes();
+  const auto& e = config.engine;
+  while (Clock::now() < end) {
+    next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.interval_s));
+    std::this_thread::sleep_until(std::min(next, end));
+    SoakSample sample;
+    sample.t_s = seconds(Clock::now() - start);
+    {
+      std::lock_guard lock(mu);
+      sample.requests = interval_requests;
+      sample.errors = interval_errors;
+      sample.output_tokens_per_s = static_cast<double>(interval_tokens) / o.interval_s;
+      sample.ttft_s = summarize(std::move(ttft));
+      ttft.clear();
+      interval_requests = interval_errors = interval_tokens = 0;
+    }
+    auto [rss, fds] = process_usage(0);
+    for (int role = 0; nodes != nullptr && role < 2; ++role) {
+      const auto r = role == 0 ? engine::NodeRole::kPrefill : engine::NodeRole::kDecode;
+      for (int i = 0; i < (role == 0 ? e.prefill_nodes : e.decode_nodes); ++i) {
+        const pid_t pid = nodes->pid(engine::NodeId{r, i});
+        if (pid <= 0) continue;
+        auto [nr, nf] = process_usage(pid);
+        rss += nr;
+        fds += nf;
+      }
+    }
+    sample.rss_kb = rss;
+    sample.open_fds = fds;
+    for (const std::string& p : paths) sample.store_bytes += tree_bytes(p + "/blocks");
+    result.samples.push_back(sample);
+    if (on_sample) on_sample(sample);
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  http.reset();
+  cluster.reset();
+
+  // The verdicts: against the sample at 5 minutes (or a sixth of a shorter run), the end.
+  const auto& ss = result.samples;
+  SoakVerdict lost{"lost requests", result.errors == 0,
+                   fmt::format("{} requests, {} errors", result.requests, result.errors)};
+  result.verdicts.push_back(lost);
+  if (ss.size() >= 3) {
+    size_t ref = 0;
+    while (ref + 1 < ss.size() && ss[ref].t_s < std::min(300.0, o.minutes * 10)) ++ref;
+    const SoakSample& a = ss[ref];
+    const SoakSample& b = ss.back();
+    result.verdicts.push_back(
+        {"rss", b.rss_kb <= a.rss_kb * 11 / 10,
+         fmt::format("{:.1f} MiB at {:.0f} s, {:.1f} MiB at the end ({:+.1f} %; limit +10 %)",
+                     a.rss_kb / 1024.0, a.t_s, b.rss_kb / 1024.0,
+                     100.0 * (static_cast<double>(b.rss_kb) / std::max<int64_t>(1, a.rss_kb) - 1))});
+    int64_t max_fds = 0;
+    for (size_t i = ref; i < ss.size(); ++i) max_fds = std::max(max_fds, ss[i].open_fds);
+    result.verdicts.push_back(
+        {"open fds", b.open_fds <= a.open_fds + 4,
+         fmt::format("{} at {:.0f} s, {} at the end, at most {} in between (limit +4)", a.open_fds,
+                     a.t_s, b.open_fds, max_fds)});
+    result.verdicts.push_back(
+        {"store bytes", b.store_bytes <= o.store_capacity_bytes,
+         fmt::format("{:.1f} MiB at the end, capacity {:.1f} MiB", b.store_bytes / 1048576.0,
+                     o.store_capacity_bytes / 1048576.0)});
+    // Throughput: the mean over the samples after the reference, first half against second.
+    const size_t n = ss.size() - ref;
+    double first = 0, second = 0;
+    for (size_t i = 0; i < n; ++i) (i < n / 2 ? first : second) += ss[ref + i].output_tokens_per_s;
+    first /= std::max<size_t>(1, n / 2);
+    second /= std::max<size_t>(1, n - n / 2);
+    result.verdicts.push_back(
+        {"throughput", second >= 0.8 * first,
+         fmt::format("{:.1f} then {:.1f} output tok/s (halves after {:.0f} s; limit -20 %)", first,
+                     second, a.t_s)});
+  }
+  return result;
 }
 
 }  // namespace dualpath::bench

@@ -84,6 +84,56 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
 // The guide's table: one column per run, and each run against the first (normally basic).
 std::string serve_bench_table(const std::vector<ServeBenchRun>& runs);
 
+// The soak (`dualpath bench soak`): multi-turn sessions through the API at a steady load for a
+// while, sampled every interval; at the end, whether anything drifted. A client thread runs
+// sessions back to back (each `turns` turns, a new conversation after), `concurrency` of them.
+struct SoakOptions {
+  double minutes = 30;
+  int concurrency = 8;
+  int turns = 8;
+  int64_t context_tokens = 2000;
+  int64_t append_tokens = 128;
+  int64_t max_tokens = 16;
+  double interval_s = 10;
+  int64_t store_capacity_bytes = 256ll << 20;  // so that the store's bytes plateau by evicting
+  uint64_t seed = 1;
+  std::string node_program;  // as ServeBenchOptions
+  std::vector<std::string> node_args;
+};
+
+struct SoakSample {
+  double t_s = 0;              // since the load started
+  int64_t requests = 0;        // completed in this interval
+  int64_t errors = 0;          // in this interval
+  double output_tokens_per_s = 0;
+  LatencyStats ttft_s;         // of this interval's requests
+  int64_t rss_kb = 0;          // this process (scheduler + API) and every node process
+  int64_t open_fds = 0;        // the same processes
+  int64_t store_bytes = 0;     // block files under the data paths
+};
+
+struct SoakVerdict {
+  std::string what;    // "lost requests", "rss", "open fds", "store bytes", "throughput"
+  bool ok = true;
+  std::string detail;  // the figures compared
+};
+
+struct SoakResult {
+  std::vector<SoakSample> samples;
+  int64_t requests = 0;
+  int64_t errors = 0;
+  std::vector<SoakVerdict> verdicts;
+  std::vector<std::string> error_samples;
+  bool ok() const;
+  Json to_json() const;
+};
+
+// `on_sample` is called from the sampling thread after each interval.
+Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOptions& options,
+                                  const std::function<void(const SoakSample&)>& on_sample);
+std::string soak_header();
+std::string soak_row(const SoakSample& s);
+
 // Deterministic English-looking ASCII text of exactly `bytes` bytes (words and spaces).
 std::string bench_text(uint64_t seed, int64_t bytes);
 

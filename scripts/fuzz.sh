@@ -23,17 +23,8 @@ while (($#)); do
   esac
 done
 [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -ge 1 ]] || { echo "fuzz.sh: --seconds $seconds: give whole seconds >= 1" >&2; exit 2; }
-# clang and libFuzzer from Debian, on top of the project's own packages.
+# clang and libFuzzer (libfuzzer-14-dev) come from Debian with the project's other packages.
 ./scripts/install-deps.sh >/dev/null
-need=()
-for p in clang libfuzzer-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if ((${#need[@]})); then
-  SUDO=""; [ "$(id -u)" != 0 ] && SUDO="sudo"
-  echo "fuzz.sh: installing ${need[*]}"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DDUALPATH_FUZZ=ON \

@@ -18,6 +18,7 @@ pkgs=(
   prometheus-cpp-dev            # Prometheus /metrics
   libsentencepiece-dev sentencepiece  # a checkpoint's tokenizer.model (serve --model DIR); spm_train for its test
   libgtest-dev libgmock-dev     # unit tests
+  clang libfuzzer-14-dev        # fuzzing (scripts/fuzz.sh, fuzz/)
   libbenchmark-dev              # micro-benchmarks
   # tools used by benchmarks and figure generation
   fio                           # side-by-side storage baseline

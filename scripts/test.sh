@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command of README.md: installs dependencies, builds with warnings as errors, runs every
-# test, then runs the whole suite again under ASan+UBSan and the concurrent parts under TSan.
+# test, then runs the whole suite again under ASan+UBSan and the concurrent parts under TSan, then
+# every libFuzzer target for 10 s.
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh quick      the default build's tests only
 set -euo pipefail
@@ -20,3 +21,5 @@ if [ -n "$tsan_tests" ]; then
   (cd build-tsan && TSAN_OPTIONS="suppressions=$PWD/../scripts/tsan.supp" \
     ctest --output-on-failure -j 2 -L tsan)
 fi
+# Every fuzz target for a short while on its seed corpus (clang, ASan+UBSan; docs/fuzzing.md).
+./scripts/fuzz.sh --seconds "${DUALPATH_FUZZ_SECONDS:-10}"
