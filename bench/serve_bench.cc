@@ -434,6 +434,7 @@ Json SoakResult::to_json() const {
                   {"output_tokens_per_s", s.output_tokens_per_s},
                   {"ttft_s", {{"p50", s.ttft_s.p50}, {"p99", s.ttft_s.p99}}},
                   {"rss_kb", s.rss_kb},
+                  {"rss_kb_by_process", s.rss_kb_by_process},
                   {"open_fds", s.open_fds},
                   {"store_bytes", s.store_bytes}});
   }
@@ -574,12 +575,14 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
       interval_requests = interval_errors = interval_tokens = 0;
     }
     auto [rss, fds] = process_usage(0);
+    sample.rss_kb_by_process["scheduler"] = rss;
     for (int role = 0; nodes != nullptr && role < 2; ++role) {
       const auto r = role == 0 ? engine::NodeRole::kPrefill : engine::NodeRole::kDecode;
       for (int i = 0; i < (role == 0 ? e.prefill_nodes : e.decode_nodes); ++i) {
         const pid_t pid = nodes->pid(engine::NodeId{r, i});
         if (pid <= 0) continue;
         auto [nr, nf] = process_usage(pid);
+        sample.rss_kb_by_process[fmt::format("{}{}", role == 0 ? "prefill" : "decode", i)] = nr;
         rss += nr;
         fds += nf;
       }
@@ -605,11 +608,19 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
     while (ref + 1 < ss.size() && ss[ref].t_s < std::min(300.0, o.minutes * 10)) ++ref;
     const SoakSample& a = ss[ref];
     const SoakSample& b = ss.back();
+    std::string growth;  // per process, so that a drift names its process
+    for (const auto& [name, kb] : b.rss_kb_by_process) {
+      auto it = a.rss_kb_by_process.find(name);
+      const int64_t before = it == a.rss_kb_by_process.end() ? 0 : it->second;
+      growth += fmt::format("{}{} {:+.1f} MiB", growth.empty() ? "" : ", ", name,
+                            (kb - before) / 1024.0);
+    }
     result.verdicts.push_back(
         {"rss", b.rss_kb <= a.rss_kb * 11 / 10,
-         fmt::format("{:.1f} MiB at {:.0f} s, {:.1f} MiB at the end ({:+.1f} %; limit +10 %)",
+         fmt::format("{:.1f} MiB at {:.0f} s, {:.1f} MiB at the end ({:+.1f} %; limit +10 %): {}",
                      a.rss_kb / 1024.0, a.t_s, b.rss_kb / 1024.0,
-                     100.0 * (static_cast<double>(b.rss_kb) / std::max<int64_t>(1, a.rss_kb) - 1))});
+                     100.0 * (static_cast<double>(b.rss_kb) / std::max<int64_t>(1, a.rss_kb) - 1),
+                     growth)});
     int64_t max_fds = 0;
     for (size_t i = ref; i < ss.size(); ++i) max_fds = std::max(max_fds, ss[i].open_fds);
     result.verdicts.push_back(

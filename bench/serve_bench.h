@@ -108,6 +108,7 @@ struct SoakSample {
   double output_tokens_per_s = 0;
   LatencyStats ttft_s;         // of this interval's requests
   int64_t rss_kb = 0;          // this process (scheduler + API) and every node process
+  std::map<std::string, int64_t> rss_kb_by_process;  // "scheduler", "prefill0", "decode1", ...
   int64_t open_fds = 0;        // the same processes
   int64_t store_bytes = 0;     // block files under the data paths
 };

@@ -208,6 +208,16 @@ TEST_P(TrafficManagerTest, APeerKilledMidTransferFailsTheTransferWithinItsTimeou
   if (GetParam().name == "tcp") {
     EXPECT_FALSE(kv_status.is_ok());
   }
+  // The manager's queues drained: both classes carry a transfer to a live peer at once.
+  PeerProcess& survivor = spawn_peer("survivor", 8u << 20);
+  RmaRequest some{std::span(source).first(8u << 20), &survivor.region(), 0};
+  auto kv2 = tm->put(TrafficClass::kKv, survivor.endpoint(), std::span(&some, 1),
+                     OpOptions{std::chrono::seconds(10), {}});
+  auto am2 = tm->send_am(TrafficClass::kModel, survivor.endpoint(), kSinkAm, header,
+                         std::span(source).first(1u << 20), OpOptions{std::chrono::seconds(10), {}});
+  ASSERT_TRUE(kv2.is_ok() && am2.is_ok());
+  EXPECT_TRUE(kv2->wait_for(kTestWait).is_ok()) << kv2->status().to_string();
+  EXPECT_TRUE(am2->wait_for(kTestWait).is_ok()) << am2->status().to_string();
 }
 
 // The production mapping: the KV class on its own worker (own progress thread; in production its

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -169,13 +170,18 @@ TEST_P(WorkerTest, WrongRemoteKeysAreRejectedBeforeReachingUcx) {
   EXPECT_TRUE(ep.status().is_invalid_argument()) << ep.status().to_string();
 }
 
-// Issue 4 acceptance: kill a peer mid-transfer; every pending operation completes with an error
-// within the configured timeout; no hang, no crash.
+// Issue 4 acceptance (and issue 19's transport faults): kill a peer mid-put, mid-get and mid-AM;
+// every pending operation completes, with an error where it needed the peer, within the
+// configured timeout; no hang, no crash. (A get over shared memory may finish without the
+// peer's help: CMA reads a stopped process's memory.)
 TEST_P(WorkerTest, KillingThePeerMidTransferFailsEveryPendingOperation) {
   PeerProcess& peer = spawn_peer("victim", 16u << 20);
   auto source = pattern(16u << 20, 1);
   auto mr = worker_->register_memory(source);
   ASSERT_TRUE(mr.is_ok());
+  std::vector<std::byte> sink(16u << 20);
+  auto sink_mr = worker_->register_memory(sink);
+  ASSERT_TRUE(sink_mr.is_ok());
   const auto op_timeout = seconds(3);
   // Stop the peer so that nothing that needs it can finish, then queue work, then kill it.
   ASSERT_TRUE(peer.stop().is_ok());
@@ -192,6 +198,11 @@ TEST_P(WorkerTest, KillingThePeerMidTransferFailsEveryPendingOperation) {
     auto put = worker_->put(peer.endpoint(), std::span(&req, 1), OpOptions{op_timeout, {}});
     ASSERT_TRUE(put.is_ok()) << put.status().to_string();
     ops.push_back(std::move(put).value());
+    RmaRequest get_req{std::span(sink).subspan(static_cast<size_t>(i) << 22, 4u << 20),
+                       &peer.region(), static_cast<uint64_t>(i) << 22};
+    auto get = worker_->get(peer.endpoint(), std::span(&get_req, 1), OpOptions{op_timeout, {}});
+    ASSERT_TRUE(get.is_ok()) << get.status().to_string();
+    ops.push_back(std::move(get).value());
   }
   ASSERT_FALSE(ops[0].done()) << "a rendezvous message completed while its target was stopped";
   auto killed_at = std::chrono::steady_clock::now();
@@ -202,6 +213,7 @@ TEST_P(WorkerTest, KillingThePeerMidTransferFailsEveryPendingOperation) {
     ASSERT_TRUE(op.done()) << "an operation was still pending after its timeout";
     if (!s.is_ok()) {
       ++failed;
+      std::printf("  after the kill: %s\n", s.to_string().c_str());
       EXPECT_TRUE(s.is_unavailable() || s.is_timed_out() || s.code() == StatusCode::kAborted)
           << s.to_string();
     }
