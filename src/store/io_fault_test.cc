@@ -20,7 +20,7 @@ using testkit::read_block;
 using testkit::test_key;
 using testkit::write_blocks;
 
-constexpr BlockLayout kLayout{3, 64, 100};  // 19,200-byte Full Blocks: an unaligned tail
+constexpr BlockLayout kFaultLayout{3, 64, 100};  // 19,200-byte Full Blocks: an unaligned tail
 
 class IoFaultTest : public ::testing::Test {
  protected:
@@ -28,7 +28,7 @@ class IoFaultTest : public ::testing::Test {
     FileStoreOptions o;
     o.data_paths = {tmp_.path()};
     o.model = fingerprint_of("test-model");
-    o.layout = kLayout;
+    o.layout = kFaultLayout;
     o.queue_depth = 8;
     o.faults = std::move(faults);
     auto s = FileStore::open(o);
@@ -158,7 +158,7 @@ TEST_F(IoFaultTest, RandomFaultsNeverGiveAWrongByteOrLeaveAPartialFile) {
   // Every published file is a whole block of the layout.
   for (const auto& e : std::filesystem::recursive_directory_iterator(tmp_.path() + "/blocks")) {
     if (e.is_regular_file()) {
-      EXPECT_EQ(e.file_size(), static_cast<uintmax_t>(block_file_bytes(kLayout)));
+      EXPECT_EQ(e.file_size(), static_cast<uintmax_t>(block_file_bytes(kFaultLayout)));
     }
   }
 }
