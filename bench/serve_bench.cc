@@ -159,6 +159,24 @@ Exchange post_chat(httplib::Client& cli, const Json& body) {
   return x;
 }
 
+// Turn t of session s: the conversation so far plus its new user message, asked for as a greedy
+// stream with usage (the same requests in every mode and every soak interval).
+Exchange ask_turn(httplib::Client& cli, const std::string& model, Json& messages, uint64_t seed,
+                  uint64_t session, int turn, int64_t context_tokens, int64_t append_tokens,
+                  int64_t max_tokens) {
+  messages.push_back(
+      {{"role", "user"},
+       {"content", bench_text(seed * 1'000'003 + session * 10'007 + static_cast<uint64_t>(turn),
+                              turn == 0 ? context_tokens : append_tokens)}});
+  const Json body = {{"model", model},
+                     {"messages", messages},
+                     {"max_tokens", max_tokens},
+                     {"temperature", 0},
+                     {"stream", true},
+                     {"stream_options", {{"include_usage", true}}}};
+  return post_chat(cli, body);
+}
+
 }  // namespace
 
 std::string bench_text(uint64_t seed, int64_t bytes) {
@@ -267,18 +285,8 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
     for (int s; (s = next_session.fetch_add(1)) < o.sessions;) {
       Json messages = Json::array();
       for (int t = 0; t < o.turns; ++t) {
-        const uint64_t text_seed = o.seed * 1'000'003 + static_cast<uint64_t>(s) * 10'007 +
-                                   static_cast<uint64_t>(t);
-        messages.push_back(
-            {{"role", "user"},
-             {"content", bench_text(text_seed, t == 0 ? o.context_tokens : o.append_tokens)}});
-        const Json body = {{"model", model},
-                           {"messages", messages},
-                           {"max_tokens", o.max_tokens},
-                           {"temperature", 0},
-                           {"stream", true},
-                           {"stream_options", {{"include_usage", true}}}};
-        Exchange x = post_chat(cli, body);
+        Exchange x = ask_turn(cli, model, messages, o.seed, static_cast<uint64_t>(s), t,
+                              o.context_tokens, o.append_tokens, o.max_tokens);
         std::lock_guard lock(mu);
         ++done;
         if (!x.ok) {
@@ -524,17 +532,8 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
       const uint64_t s = next_session.fetch_add(1);
       Json messages = Json::array();
       for (int t = 0; t < o.turns && !stop.load(); ++t) {
-        messages.push_back(
-            {{"role", "user"},
-             {"content", bench_text(o.seed * 1'000'003 + s * 10'007 + static_cast<uint64_t>(t),
-                                    t == 0 ? o.context_tokens : o.append_tokens)}});
-        const Json body = {{"model", model},
-                           {"messages", messages},
-                           {"max_tokens", o.max_tokens},
-                           {"temperature", 0},
-                           {"stream", true},
-                           {"stream_options", {{"include_usage", true}}}};
-        Exchange x = post_chat(cli, body);
+        Exchange x = ask_turn(cli, model, messages, o.seed, s, t, o.context_tokens,
+                              o.append_tokens, o.max_tokens);
         std::lock_guard lock(mu);
         if (!x.ok) {
           ++interval_errors;
