@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -395,24 +396,32 @@ std::string serve_bench_table(const std::vector<ServeBenchRun>& runs) {
 namespace dualpath::bench {
 namespace {
 
-// VmRSS (kB) and open descriptors of one process; 0 when it is gone.
-std::pair<int64_t, int64_t> process_usage(pid_t pid) {
+struct ProcessUsage {
+  int64_t rss_kb = 0;  // VmRSS; 0 when the process is gone
+  std::map<std::string, int64_t> parts_kb;  // RssAnon, RssShmem, RssFile as "anon", "shmem", "file"
+  int64_t fds = 0;
+};
+
+// RSS and open descriptors of one process (pid 0: this one), from /proc.
+ProcessUsage process_usage(pid_t pid) {
   const std::string base = pid == 0 ? "/proc/self" : fmt::format("/proc/{}", pid);
-  int64_t rss = 0;
+  ProcessUsage u;
   std::ifstream status(base + "/status");
+  static const std::pair<const char*, const char*> kParts[] = {
+      {"RssAnon:", "anon"}, {"RssShmem:", "shmem"}, {"RssFile:", "file"}};
   for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) == 0) {
-      rss = std::strtoll(line.c_str() + 6, nullptr, 10);
-      break;
+    if (line.rfind("VmRSS:", 0) == 0) u.rss_kb = std::strtoll(line.c_str() + 6, nullptr, 10);
+    for (const auto& [field, name] : kParts) {
+      const size_t n = std::strlen(field);
+      if (line.compare(0, n, field) == 0) u.parts_kb[name] = std::strtoll(line.c_str() + n, nullptr, 10);
     }
   }
-  int64_t fds = 0;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(base + "/fd", ec), end; !ec && it != end;
        it.increment(ec)) {
-    ++fds;
+    ++u.fds;
   }
-  return {rss, fds};
+  return u;
 }
 
 int64_t tree_bytes(const std::string& dir) {
@@ -443,6 +452,7 @@ Json SoakResult::to_json() const {
                   {"ttft_s", {{"p50", s.ttft_s.p50}, {"p99", s.ttft_s.p99}}},
                   {"rss_kb", s.rss_kb},
                   {"rss_kb_by_process", s.rss_kb_by_process},
+                  {"rss_parts_kb_by_process", s.rss_parts_kb_by_process},
                   {"open_fds", s.open_fds},
                   {"store_bytes", s.store_bytes}});
   }
@@ -573,17 +583,21 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
       ttft.clear();
       interval_requests = interval_errors = interval_tokens = 0;
     }
-    auto [rss, fds] = process_usage(0);
-    sample.rss_kb_by_process["scheduler"] = rss;
+    const ProcessUsage self = process_usage(0);
+    int64_t rss = self.rss_kb, fds = self.fds;
+    sample.rss_kb_by_process["scheduler"] = self.rss_kb;
+    sample.rss_parts_kb_by_process["scheduler"] = self.parts_kb;
     for (int role = 0; nodes != nullptr && role < 2; ++role) {
       const auto r = role == 0 ? engine::NodeRole::kPrefill : engine::NodeRole::kDecode;
       for (int i = 0; i < (role == 0 ? e.prefill_nodes : e.decode_nodes); ++i) {
         const pid_t pid = nodes->pid(engine::NodeId{r, i});
         if (pid <= 0) continue;
-        auto [nr, nf] = process_usage(pid);
-        sample.rss_kb_by_process[fmt::format("{}{}", role == 0 ? "prefill" : "decode", i)] = nr;
-        rss += nr;
-        fds += nf;
+        const ProcessUsage u = process_usage(pid);
+        const std::string name = fmt::format("{}{}", role == 0 ? "prefill" : "decode", i);
+        sample.rss_kb_by_process[name] = u.rss_kb;
+        sample.rss_parts_kb_by_process[name] = u.parts_kb;
+        rss += u.rss_kb;
+        fds += u.fds;
       }
     }
     sample.rss_kb = rss;
@@ -613,6 +627,18 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
       const int64_t before = it == a.rss_kb_by_process.end() ? 0 : it->second;
       growth += fmt::format("{}{} {:+.1f} MiB", growth.empty() ? "" : ", ", name,
                             (kb - before) / 1024.0);
+      // Which kind of memory grew: heap (anon) or shared segments (shmem).
+      const auto pa = a.rss_parts_kb_by_process.find(name);
+      const auto pb = b.rss_parts_kb_by_process.find(name);
+      if (pa != a.rss_parts_kb_by_process.end() && pb != b.rss_parts_kb_by_process.end()) {
+        std::string parts;
+        for (const auto& [part, after] : pb->second) {
+          const auto w = pa->second.find(part);
+          const int64_t was = w == pa->second.end() ? 0 : w->second;
+          parts += fmt::format("{}{} {:+.1f}", parts.empty() ? "" : " ", part, (after - was) / 1024.0);
+        }
+        growth += fmt::format(" ({})", parts);
+      }
     }
     result.verdicts.push_back(
         {"rss", b.rss_kb <= a.rss_kb * 11 / 10,

@@ -109,6 +109,9 @@ struct SoakSample {
   LatencyStats ttft_s;         // of this interval's requests
   int64_t rss_kb = 0;          // this process (scheduler + API) and every node process
   std::map<std::string, int64_t> rss_kb_by_process;  // "scheduler", "prefill0", "decode1", ...
+  // The same RSS split as /proc/PID/status splits it: "anon" (heap, stacks, private maps),
+  // "shmem" (shared memory: UCX segments, shared buffers), "file" (mapped files, the binary).
+  std::map<std::string, std::map<std::string, int64_t>> rss_parts_kb_by_process;
   int64_t open_fds = 0;        // the same processes
   int64_t store_bytes = 0;     // block files under the data paths
 };

@@ -3,7 +3,9 @@
 // processes (dp_engine_node), UCX over shared memory, block files in the test's temporary
 // directory.
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "serve/cluster.h"
 
@@ -32,6 +34,13 @@ inline ClusterOptions test_cluster(const std::string& dir, int decode_nodes) {
   o.ready_timeout = std::chrono::seconds(60);
 #endif
   return o;
+}
+
+// A deterministic prompt of n tokens below the tiny vocabulary; `mul` tells prompts apart.
+inline std::vector<int32_t> prompt(int n, int mul) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((i * mul + 7) % 500);
+  return t;
 }
 
 // model/'s tiny preset priced by the CostModel, emulated time 20x faster than real time.
