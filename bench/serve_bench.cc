@@ -621,24 +621,23 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
     while (ref + 1 < ss.size() && ss[ref].t_s < std::min(300.0, o.minutes * 10)) ++ref;
     const SoakSample& a = ss[ref];
     const SoakSample& b = ss.back();
-    std::string growth;  // per process, so that a drift names its process
+    std::string growth;  // per process and kind of memory, so that a drift names its source
+    const auto kb_in = [](const auto& map, const std::string& key) -> int64_t {
+      const auto it = map.find(key);
+      return it == map.end() ? 0 : it->second;
+    };
     for (const auto& [name, kb] : b.rss_kb_by_process) {
-      auto it = a.rss_kb_by_process.find(name);
-      const int64_t before = it == a.rss_kb_by_process.end() ? 0 : it->second;
       growth += fmt::format("{}{} {:+.1f} MiB", growth.empty() ? "" : ", ", name,
-                            (kb - before) / 1024.0);
-      // Which kind of memory grew: heap (anon) or shared segments (shmem).
+                            (kb - kb_in(a.rss_kb_by_process, name)) / 1024.0);
       const auto pa = a.rss_parts_kb_by_process.find(name);
       const auto pb = b.rss_parts_kb_by_process.find(name);
-      if (pa != a.rss_parts_kb_by_process.end() && pb != b.rss_parts_kb_by_process.end()) {
-        std::string parts;
-        for (const auto& [part, after] : pb->second) {
-          const auto w = pa->second.find(part);
-          const int64_t was = w == pa->second.end() ? 0 : w->second;
-          parts += fmt::format("{}{} {:+.1f}", parts.empty() ? "" : " ", part, (after - was) / 1024.0);
-        }
-        growth += fmt::format(" ({})", parts);
+      if (pa == a.rss_parts_kb_by_process.end() || pb == b.rss_parts_kb_by_process.end()) continue;
+      std::string parts;  // heap (anon), shared segments (shmem), mapped files
+      for (const auto& [part, after] : pb->second) {
+        parts += fmt::format("{}{} {:+.1f}", parts.empty() ? "" : " ", part,
+                             (after - kb_in(pa->second, part)) / 1024.0);
       }
+      growth += fmt::format(" ({})", parts);
     }
     result.verdicts.push_back(
         {"rss", b.rss_kb <= a.rss_kb * 11 / 10,

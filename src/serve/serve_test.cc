@@ -3,32 +3,19 @@
 // refusals, node failures (retry, migration), a scheduler restart, cancellation.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <cstdio>
 #include <chrono>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "common/subprocess.h"
-#include "compute/checkpoint.h"
-#include "compute/cpu_model.h"
-#include "compute/cpu_weights.h"
-#include "compute/test_util.h"
 #include "serve/cluster.h"
 #include "serve/test_cluster.h"
 #include "engine/engine_config.h"
-#include "engine/node_runtime.h"
-#include "store/aligned_buffer.h"
-#include "store/block_file.h"
-#include "store/file_store.h"
 #include "store/temp_dir.h"
 #include "transport/oob_channel.h"
 
