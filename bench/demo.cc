@@ -90,6 +90,8 @@ Json DemoReport::to_json() const {
                                                 {"path", sched::read_path_name(r.path)},
                                                 {"output_tokens", r.output_tokens},
                                                 {"bytes", r.bytes.to_json()},
+                                                {"pe_read_bytes", r.pe_read_bytes},
+                                                {"de_read_bytes", r.de_read_bytes},
                                                 {"ttft_s", r.ttft_s},
                                                 {"tpot_s", r.tpot_s},
                                                 {"decode_node", r.de.index},
@@ -111,7 +113,7 @@ std::string DemoReport::table() const {
   struct Row {
     int turns = 0;
     int64_t context = 0, prompt = 0, hit = 0;
-    int pe = 0, de = 0, rc = 0;
+    int pe = 0, de = 0, split = 0, rc = 0;
     HopBytes bytes;
     double ttft = 0, tpot = 0;
   };
@@ -125,7 +127,10 @@ std::string DemoReport::table() const {
       row->context = std::max(row->context, r.prompt_tokens);
       row->prompt += r.prompt_tokens;
       row->hit += r.hit_tokens;
-      (r.path == sched::ReadPath::kPe ? row->pe : r.path == sched::ReadPath::kDe ? row->de : row->rc)++;
+      (r.path == sched::ReadPath::kPe      ? row->pe
+       : r.path == sched::ReadPath::kDe    ? row->de
+       : r.path == sched::ReadPath::kSplit ? row->split
+                                           : row->rc)++;
       row->bytes += r.bytes;
       row->ttft += r.ttft_s;
       row->tpot += r.tpot_s;
@@ -133,15 +138,15 @@ std::string DemoReport::table() const {
   }
   auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
   std::string out =
-      fmt::format("{:>7} {:>5} {:>7} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
-                  "session", "turns", "context", "hit%", "pe/de/rc", "read", "pe_h2d", "de_to_pe",
+      fmt::format("{:>7} {:>5} {:>7} {:>6} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}\n",
+                  "session", "turns", "context", "hit%", "pe/de/sp/rc", "read", "pe_h2d", "de_to_pe",
                   "pd_xfer", "de_h2d", "persist", "TTFT ms", "TPOT ms");
   auto line = [&](const std::string& name, const Row& r) {
     out += fmt::format(
-        "{:>7} {:>5} {:>7} {:>5.1f}% {:>9} {:>7.1f}M {:>7.1f}M {:>7.1f}M {:>7.1f}M {:>7.1f}M "
+        "{:>7} {:>5} {:>7} {:>5.1f}% {:>11} {:>7.1f}M {:>7.1f}M {:>7.1f}M {:>7.1f}M {:>7.1f}M "
         "{:>7.1f}M {:>8.1f} {:>8.2f}\n",
         name, r.turns, r.context, r.prompt ? 100.0 * r.hit / r.prompt : 0.0,
-        fmt::format("{}/{}/{}", r.pe, r.de, r.rc), mib(r.bytes.storage_read), mib(r.bytes.pe_h2d),
+        fmt::format("{}/{}/{}/{}", r.pe, r.de, r.split, r.rc), mib(r.bytes.storage_read), mib(r.bytes.pe_h2d),
         mib(r.bytes.de_to_pe), mib(r.bytes.pd_transfer), mib(r.bytes.de_h2d), mib(r.bytes.persist),
         r.turns ? 1e3 * r.ttft / r.turns : 0.0, r.turns ? 1e3 * r.tpot / r.turns : 0.0);
   };

@@ -54,6 +54,10 @@ void check_accounting(const TurnResult& r, int64_t gen_tokens, const store::Bloc
   EXPECT_EQ(r.bytes.storage_read,
             r.path == sched::ReadPath::kRecompute ? 0 : r.hit_tokens * kv_per_token);
   EXPECT_EQ(r.bytes.de_h2d, r.prompt_tokens * kv_per_token);
+  // Each side's read reaches PE HBM by its own hop (PE buffer -> HBM, DE buffer -> PE HBM).
+  EXPECT_EQ(r.pe_read_bytes + r.de_read_bytes, r.bytes.storage_read);
+  EXPECT_EQ(r.bytes.pe_h2d, r.pe_read_bytes);
+  EXPECT_EQ(r.bytes.de_to_pe, r.de_read_bytes);
   switch (r.path) {
     case sched::ReadPath::kPe:
       EXPECT_EQ(r.bytes.pe_h2d, r.bytes.storage_read);
@@ -68,6 +72,13 @@ void check_accounting(const TurnResult& r, int64_t gen_tokens, const store::Bloc
     case sched::ReadPath::kRecompute:
       EXPECT_EQ(r.bytes.pe_h2d + r.bytes.de_to_pe, 0);
       EXPECT_EQ(r.bytes.pd_transfer, r.prompt_tokens * kv_per_token);
+      break;
+    case sched::ReadPath::kSplit:
+      // Both sides read a part; the PE side's part and the miss KV cross to the DE buffer.
+      EXPECT_GT(r.pe_read_bytes, 0);
+      EXPECT_GT(r.de_read_bytes, 0);
+      EXPECT_EQ(r.pe_read_bytes % (bt * kv_per_token), 0);
+      EXPECT_EQ(r.bytes.pd_transfer, r.prompt_tokens * kv_per_token - r.de_read_bytes);
       break;
     case sched::ReadPath::kOracle:
       ADD_FAILURE() << "the demo never takes the oracle path";
@@ -84,7 +95,9 @@ void check_accounting(const TurnResult& r, int64_t gen_tokens, const store::Bloc
 TEST(LiveSystem, AllReadPathsGiveTheTokensOfRecomputeOver20TurnsPast4K) {
   std::vector<std::pair<sched::PathRequest, DemoReport>> runs;
   for (sched::PathRequest path :
-       {sched::PathRequest(sched::ReadPath::kRecompute), sched::PathRequest(sched::ReadPath::kPe), sched::PathRequest(sched::ReadPath::kDe), sched::PathRequest()}) {
+       {sched::PathRequest(sched::ReadPath::kRecompute), sched::PathRequest(sched::ReadPath::kPe),
+        sched::PathRequest(sched::ReadPath::kDe), sched::PathRequest(sched::ReadPath::kSplit),
+        sched::PathRequest()}) {
     runs.emplace_back(path, run_fresh(path, /*decode_nodes=*/path == sched::PathRequest() ? 2 : 1));
     ASSERT_FALSE(HasFailure());
     std::fprintf(stderr, "%s", runs.back().second.table().c_str());
@@ -117,8 +130,16 @@ TEST(LiveSystem, AllReadPathsGiveTheTokensOfRecomputeOver20TurnsPast4K) {
         EXPECT_EQ(got.hit_tokens, prev_blocks * 64) << "turn " << t;
       }
     }
-    if (path == sched::PathRequest(sched::ReadPath::kPe) || path == sched::PathRequest(sched::ReadPath::kDe)) {
+    if (path == sched::PathRequest(sched::ReadPath::kPe) ||
+        path == sched::PathRequest(sched::ReadPath::kDe) ||
+        path == sched::PathRequest(sched::ReadPath::kSplit)) {
       EXPECT_EQ(hit_turns, 20);
+    }
+    if (path == sched::PathRequest(sched::ReadPath::kSplit)) {
+      // Every hit is 4+ blocks (the first prompt is 256 tokens): every hit turn splits.
+      for (size_t t = 1; t < report.turns.size(); ++t) {
+        EXPECT_EQ(report.turns[t].result.path, sched::ReadPath::kSplit) << "turn " << t;
+      }
     }
   }
 }

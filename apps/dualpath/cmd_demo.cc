@@ -1,6 +1,6 @@
 // `dualpath demo`: the live system end to end on this machine: the scheduler service and its
 // prefill and decode node processes, real block files, UCX over shared memory, the tiny CPU
-// transformer, multi-turn agent sessions by the PE, DE or auto read path, or recomputed
+// transformer, multi-turn agent sessions by the PE, DE, split or auto read path, or recomputed
 // (bench/demo.h, docs/engine.md, docs/serve.md).
 
 #include <fmt/format.h>
@@ -120,13 +120,16 @@ void setup(CLI::App& parent, int& exit_code) {
       "transformer, replaying multi-turn agent sessions. Prints a table; --json for every turn.\n"
       "Examples:\n"
       "  dualpath demo --model tiny --sessions 4 --turns 24 --path auto --seed 1 --json out.json\n"
-      "  dualpath demo --path recompute --data-dir /tmp/kv   # a rerun then hits the blocks");
+      "  dualpath demo --path recompute --data-dir /tmp/kv   # a rerun then hits the blocks\n"
+      "  dualpath demo --path split --turns 24          # both nodes read parts of every hit");
   cmd->add_option("--config", args->config_path,
                   "TOML cluster file shared with dualpath sim ([store], [live], [transport])");
   cmd->add_option("--model", args->model, "tiny (default) or small");
   cmd->add_option("--sessions", args->sessions, "agent sessions (default 4)");
   cmd->add_option("--turns", args->turns, "turns per session (default 24)");
-  cmd->add_option("--path", args->path, "pe | de | auto | recompute (default auto)");
+  cmd->add_option("--path", args->path,
+                  "pe | de | split | auto | recompute (default auto); split: both nodes read "
+                  "parts of every hit (the PE node the leading blocks, the DE node the rest)");
   cmd->add_option("--seed", args->seed, "prompt seed (default 1)");
   cmd->add_option("--json", args->json_path, "write every turn as JSON to this file");
   cmd->add_option("--data-dir", args->data_dir,

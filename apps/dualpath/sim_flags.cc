@@ -19,7 +19,12 @@ void SimFlags::add_to(CLI::App* cmd, bool offline, bool with_aps) {
     cmd->add_option("--agents", agents, "offline: agents started together at t=0 (default 1024)");
   }
   cmd->add_option("--mode", mode,
-                  "basic | layerwise | dualpath | full | oracle (default full = DualPath)");
+                  "basic | layerwise | dualpath | full | oracle | split (default full = DualPath; "
+                  "split = full + split reads, both sides reading parts of one request)");
+  cmd->add_option("--pe-policy", pe_policy,
+                  "how the scheduler ranks prefill engines: paper (Algorithm 1, fewest prompt "
+                  "tokens; default) or tail (least prefill work, for TTFT p99); the config's "
+                  "scheduler.pe_policy");
   cmd->add_option("--seed", seed, "workload seed (default 1)");
   cmd->add_option("--append-scale", append_scale,
                   "multiply every turn's append length (Fig. 9), truncated at MaxLen");
@@ -47,6 +52,9 @@ Result<sim::SimConfig> make_sim_config(const SimFlags& a) {
   if (a.dataset) cfg.dataset = *a.dataset;
   if (a.mode) {
     DP_ASSIGN_OR_RETURN(cfg.mode, sim::parse_mode(*a.mode));
+  }
+  if (a.pe_policy) {
+    DP_ASSIGN_OR_RETURN(cfg.pe_policy, sched::parse_pe_policy(*a.pe_policy));
   }
   if (a.pd) {
     DP_ASSIGN_OR_RETURN(auto pd, sim::parse_pd(*a.pd));

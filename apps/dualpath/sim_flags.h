@@ -22,6 +22,7 @@ struct SimFlags {
   std::optional<std::string> dataset;
   std::optional<std::string> pd;
   std::optional<std::string> mode;
+  std::optional<std::string> pe_policy;
   std::optional<int> agents;  // offline runs only
   std::optional<int64_t> seed;
   std::optional<double> append_scale;

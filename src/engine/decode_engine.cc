@@ -60,8 +60,8 @@ void DecodeEngine::push_loop() {
       push_in_flight_.erase(it);
       if (d.status.is_ok()) {
         std::lock_guard lock(mu_);
-        p.request->de_to_pe_bytes +=
-            p.request->hit_blocks * static_cast<int64_t>(rt_.layout().layer_block_bytes());
+        p.request->de_to_pe_bytes += (p.request->hit_blocks - p.request->first_read_block) *
+                                     static_cast<int64_t>(rt_.layout().layer_block_bytes());
       }
       answer_push(p.msg, p.pe, p.request, d.status);
       // p.put is done (its completion queued this); destroying it does not wait.
@@ -141,7 +141,7 @@ void DecodeEngine::start_push(const PushLayerMsg& msg) {
     return;
   }
   std::vector<transport::RmaRequest> puts;
-  for (int64_t b = 0; b < r->hit_blocks; ++b) {
+  for (int64_t b = r->first_read_block; b < r->hit_blocks; ++b) {
     puts.push_back({r->buffer.bytes().subspan(b * fb + msg.layer * lb, lb),
                     pe->hbm[msg.pe_engine].get(), msg.pe_hbm_offset_bytes + b * lb});
   }
@@ -188,6 +188,13 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
         "gen_tokens {} at least 1",
         p.request_id, p.hit_tokens, n, p.gen_tokens));
   }
+  if (p.read_from_tokens % bt != 0 || p.read_from_tokens > p.hit_tokens ||
+      (p.read_from_tokens > 0 && !p.read_hits)) {
+    return Status::invalid_argument(fmt::format(
+        "request {}: read_from_tokens {} must be whole blocks of {} within the hit's {} tokens, "
+        "and only with read_hits",
+        p.request_id, p.read_from_tokens, bt, p.hit_tokens));
+  }
   const int64_t blocks = (n + p.gen_tokens + bt - 1) / bt;
   // Oracle: the KV is taken to be in HBM already, so the request needs no DE buffer. A full
   // buffer is backpressure: the request waits for room (the simulator's buffer wait).
@@ -198,23 +205,26 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
     r->prepared_at = Clock::now();  // the buffer's TTL runs from here
   }
   r->hit_blocks = p.hit_tokens / bt;
+  // The DE read path reads every hit block; a split read those after the PE side's part.
+  r->first_read_block = p.read_hits ? p.read_from_tokens / bt : r->hit_blocks;
   HopBytes bytes;
-  if (p.read_hits && r->hit_blocks > 0) {
+  if (r->first_read_block < r->hit_blocks) {
     const auto keys = store::block_key_chain(kv_fingerprint(rt_.setup().backend),
                                              std::span(p.tokens).first(p.hit_tokens), bt);
     std::vector<store::ReadRequest> reads;
-    for (int64_t b = 0; b < r->hit_blocks; ++b) {
+    for (int64_t b = r->first_read_block; b < r->hit_blocks; ++b) {
       reads.push_back({keys[b], r->buffer.bytes().subspan(b * fb, fb)});
     }
     DP_ASSIGN_OR_RETURN(store::IoBatch batch, rt_.store().read(reads));
+    const int64_t read_blocks = r->hit_blocks - r->first_read_block;
     DP_RETURN_IF_ERROR(
         batch.wait_for(std::chrono::duration_cast<Duration>(deadline - Clock::now())),
-        "request {}: storage read of {} blocks", p.request_id, r->hit_blocks);
-    for (int64_t b = 0; b < r->hit_blocks; ++b) {
-      DP_RETURN_IF_ERROR(batch.results()[b], "request {}: hit block {} of {}", p.request_id, b,
-                         r->hit_blocks);
+        "request {}: storage read of {} blocks", p.request_id, read_blocks);
+    for (int64_t i = 0; i < read_blocks; ++i) {
+      DP_RETURN_IF_ERROR(batch.results()[i], "request {}: hit block {} of {}", p.request_id,
+                         r->first_read_block + i, r->hit_blocks);
     }
-    bytes.storage_read = r->hit_blocks * static_cast<int64_t>(fb);
+    bytes.storage_read = read_blocks * static_cast<int64_t>(fb);
   }
   const uint64_t offset = r->buffer.offset_bytes();
   {

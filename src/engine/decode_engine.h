@@ -73,6 +73,7 @@ class DecodeEngine {
     PrepareRequest prepare;
     SlotLease buffer;  // the DE buffer: Full Blocks of prompt + generation
     int64_t hit_blocks = 0;
+    int64_t first_read_block = 0;  // the hit blocks [first_read_block, hit_blocks) are read here
     int64_t de_to_pe_bytes = 0;  // guarded by the engine's mu_
     std::chrono::steady_clock::time_point prepared_at;
   };

@@ -99,6 +99,7 @@ Json PrepareRequest::to_json() const {
   Json j{{"request_id", request_id}, {"tokens", tokens},       {"hit_tokens", hit_tokens},
          {"gen_tokens", gen_tokens}, {"read_hits", read_hits}, {"oracle", oracle},
          {"engine", engine}};
+  if (read_from_tokens != 0) j["read_from_tokens"] = read_from_tokens;
   put_sampling(j, sampling);
   return j;
 }
@@ -111,6 +112,7 @@ Result<PrepareRequest> PrepareRequest::from_json(const Json& j) {
   p.hit_tokens = r.i64("hit_tokens", 0, kMaxTokens);
   p.gen_tokens = r.i64("gen_tokens", 1, kMaxTokens);
   p.read_hits = r.boolean_or("read_hits", false);
+  p.read_from_tokens = r.i64_or("read_from_tokens", 0, 0, kMaxTokens);
   p.oracle = r.boolean_or("oracle", false);
   p.engine = static_cast<int>(r.i64_or("engine", 0, 0, kMaxIndex));
   DP_RETURN_IF_ERROR(r.status());
@@ -136,6 +138,7 @@ Json PrefillRequest::to_json() const {
          {"hit_tokens", hit_tokens}, {"path", sched::read_path_name(path)},
          {"de_index", de_index},     {"de_dram_offset", de_dram_offset},
          {"pe_engine", pe_engine}};
+  if (path == sched::ReadPath::kSplit) j["pe_read_tokens"] = pe_read_tokens;
   put_sampling(j, sampling);
   return j;
 }
@@ -148,6 +151,7 @@ Result<PrefillRequest> PrefillRequest::from_json(const Json& j) {
   p.hit_tokens = r.i64("hit_tokens", 0, kMaxTokens);
   auto path = sched::parse_read_path(r.str("path"));
   if (r.status().is_ok() && !path.is_ok()) r.fail("path", path.status().message());
+  p.pe_read_tokens = r.i64_or("pe_read_tokens", 0, 0, kMaxTokens);
   p.de_index = static_cast<int>(r.i64("de_index", 0, kMaxIndex));
   p.de_dram_offset = r.u64_or("de_dram_offset", 0);
   p.pe_engine = static_cast<int>(r.i64_or("pe_engine", 0, 0, kMaxIndex));

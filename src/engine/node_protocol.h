@@ -63,7 +63,8 @@ inline constexpr int64_t kMaxTokenId = (int64_t{1} << 31) - 1;
 inline constexpr size_t kMaxWireTokens = size_t{1} << 22;
 
 // DE "prepare": allocate the request's DE buffer (prompt + generation, whole blocks) and, with
-// read_hits, read the hit blocks into it (the DE read path).
+// read_hits, read the hit blocks from read_from_tokens on into it (the DE read path: all of
+// them; a split read: those after the PE side's part).
 struct PrepareRequest {
   uint64_t request_id = 0;  // unique per attempt: a retried turn gets a new id (its epoch)
   std::vector<int32_t> tokens;
@@ -73,6 +74,9 @@ struct PrepareRequest {
   bool oracle = false;  // kOracle: no DE buffer, no DE H2D, no persistence
   int engine = 0;       // the engine of the DE node that decodes
   compute::SamplingParams sampling;  // how the decode picks its tokens (greedy by default)
+  // With read_hits: the DE reads the hit from here (whole blocks, below hit_tokens); a split
+  // read's PE side reads those before.
+  int64_t read_from_tokens = 0;
 
   Json to_json() const;
   static Result<PrepareRequest> from_json(const Json& j);
@@ -96,6 +100,9 @@ struct PrefillRequest {
   uint64_t de_dram_offset = 0;  // the request's Full Blocks in that DE node's buffer
   int pe_engine = 0;            // the engine of the PE node that prefills
   compute::SamplingParams sampling;  // how the first token is picked (greedy by default)
+  // kSplit: the PE side reads the leading pe_read_tokens of the hit (whole blocks, 0 < it <
+  // hit_tokens), and the DE node pushes the rest it read. Other paths: unused.
+  int64_t pe_read_tokens = 0;
 
   Json to_json() const;
   static Result<PrefillRequest> from_json(const Json& j);

@@ -166,6 +166,21 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
   }
   const int64_t hit_blocks = req.hit_tokens / bt;
   const int64_t blocks = (n + bt - 1) / bt;
+  // The hit blocks this node reads, [0, pe_blocks) (the PE path: all; a split read: its leading
+  // part), and those the DE node read and pushes per layer, [pe_blocks, hit_blocks).
+  if (req.path == sched::ReadPath::kSplit &&
+      (req.pe_read_tokens <= 0 || req.pe_read_tokens >= req.hit_tokens ||
+       req.pe_read_tokens % bt != 0)) {
+    return Status::invalid_argument(fmt::format(
+        "request {}: a split read's pe_read_tokens {} must be whole blocks of {} strictly inside "
+        "the hit's {} tokens",
+        req.request_id, req.pe_read_tokens, bt, req.hit_tokens));
+  }
+  const int64_t pe_blocks = req.path == sched::ReadPath::kPe      ? hit_blocks
+                            : req.path == sched::ReadPath::kSplit ? req.pe_read_tokens / bt
+                                                                  : 0;
+  const bool de_pushes = (req.path == sched::ReadPath::kDe || req.path == sched::ReadPath::kSplit) &&
+                         hit_blocks > pe_blocks;
   DP_ASSIGN_OR_RETURN(std::shared_ptr<PeerNode> de, rt_.peer(NodeRole::kDecode, req.de_index));
   DP_RETURN_IF_ERROR(rt_.check_engine(req.pe_engine), "request {}", req.request_id);
   const int engine = req.pe_engine;
@@ -173,26 +188,26 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
   SlotPool& hbm_pool = rt_.hbm(engine);
   HopBytes bytes;
 
-  // Storage -> PE buffer (PE read path): the hit Full Blocks, read once.
+  // Storage -> PE buffer (PE read path, a split read's PE part): those Full Blocks, read once.
   SlotLease pe_buffer;
-  if (req.path == sched::ReadPath::kPe && hit_blocks > 0) {
-    DP_ASSIGN_OR_RETURN(pe_buffer, rt_.dram().allocate_wait(hit_blocks * fb, deadline, [&] {
+  if (pe_blocks > 0) {
+    DP_ASSIGN_OR_RETURN(pe_buffer, rt_.dram().allocate_wait(pe_blocks * fb, deadline, [&] {
       return rt_.cancels().cancelled(req.request_id);
     }), "request {}", req.request_id);
     const auto keys = store::block_key_chain(kv_fingerprint(rt_.setup().backend),
-                                             std::span(req.tokens).first(req.hit_tokens), bt);
+                                             std::span(req.tokens).first(pe_blocks * bt), bt);
     std::vector<store::ReadRequest> reads;
-    for (int64_t b = 0; b < hit_blocks; ++b) {
+    for (int64_t b = 0; b < pe_blocks; ++b) {
       reads.push_back({keys[b], pe_buffer.bytes().subspan(b * fb, fb)});
     }
     DP_ASSIGN_OR_RETURN(store::IoBatch batch, rt_.store().read(reads));
     DP_RETURN_IF_ERROR(batch.wait_for(remaining()), "request {}: storage read of {} blocks",
-                       req.request_id, hit_blocks);
-    for (int64_t b = 0; b < hit_blocks; ++b) {
+                       req.request_id, pe_blocks);
+    for (int64_t b = 0; b < pe_blocks; ++b) {
       DP_RETURN_IF_ERROR(batch.results()[b], "request {}: hit block {} of {}", req.request_id, b,
                          hit_blocks);
     }
-    bytes.storage_read = hit_blocks * static_cast<int64_t>(fb);
+    bytes.storage_read = pe_blocks * static_cast<int64_t>(fb);
   }
 
   // HBM: pipeline_depth layer slots of `blocks` Layer Blocks each ([token][bytes] rows).
@@ -213,35 +228,42 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
                                           req.hit_tokens};
   DP_RETURN_IF_ERROR(backend->begin_prefill(std::span(&sequence, 1)), "request {}: begin prefill",
                      req.request_id);
-  std::vector<transport::Operation> loads(layers);
+  std::vector<transport::Operation> loads(layers);   // PE buffer -> HBM, per layer
+  std::vector<transport::Operation> pushes(layers);  // the push request to the DE node
   std::vector<transport::Operation> sends(layers);
   transport::OpOptions op_options;
 
   auto issue_load = [&](int64_t l) -> Status {
     if (hit_blocks == 0 || oracle) return Status::ok();
     op_options.timeout = remaining();
-    if (req.path == sched::ReadPath::kPe) {
+    if (pe_blocks > 0) {
       std::vector<transport::RmaRequest> puts;
-      for (int64_t b = 0; b < hit_blocks; ++b) {
+      for (int64_t b = 0; b < pe_blocks; ++b) {
         puts.push_back({pe_buffer.bytes().subspan(b * fb + l * lb, lb), &rt_.local_hbm(engine),
                         slot_offset(l) + b * lb});
       }
       DP_ASSIGN_OR_RETURN(
           loads[l], tm.put(transport::TrafficClass::kKv, tm.local_endpoint(), puts, op_options));
-      bytes.pe_h2d += hit_blocks * static_cast<int64_t>(lb);
-    } else {
+      bytes.pe_h2d += pe_blocks * static_cast<int64_t>(lb);
+    }
+    if (de_pushes) {
+      // The DE node puts its blocks [pe_blocks, hit_blocks) at their rows of this slot.
       PushLayerMsg msg{req.request_id, slot_offset(l), static_cast<uint32_t>(l),
                        static_cast<uint32_t>(rt_.setup().index), static_cast<uint32_t>(engine)};
-      DP_ASSIGN_OR_RETURN(loads[l], tm.send_am(transport::TrafficClass::kModel, *de->endpoint,
-                                               kPushLayerAm, message_bytes(msg), {}, op_options));
+      DP_ASSIGN_OR_RETURN(pushes[l], tm.send_am(transport::TrafficClass::kModel, *de->endpoint,
+                                                kPushLayerAm, message_bytes(msg), {}, op_options));
       pushes_issued = static_cast<uint32_t>(l) + 1;
     }
     return Status::ok();
   };
   auto wait_load = [&](int64_t l) -> Status {
     if (hit_blocks == 0 || oracle) return Status::ok();
-    DP_RETURN_IF_ERROR(loads[l].wait(), "request {}: load layer {}", req.request_id, l);
-    if (req.path == sched::ReadPath::kDe) {
+    if (pe_blocks > 0) {
+      DP_RETURN_IF_ERROR(loads[l].wait(), "request {}: load layer {}", req.request_id, l);
+    }
+    if (de_pushes) {
+      DP_RETURN_IF_ERROR(pushes[l].wait(), "request {}: ask DE {} to push layer {}",
+                         req.request_id, req.de_index, l);
       Status pushed = wait_layer_pushed(req.request_id, static_cast<uint32_t>(l), deadline);
       if (!pushed.is_timed_out()) pushes_answered = static_cast<uint32_t>(l) + 1;
       DP_RETURN_IF_ERROR(pushed);
@@ -250,11 +272,11 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
   };
   auto issue_send = [&](int64_t l) -> Status {
     // PE path: the layer's hit + miss KV; DE path: the miss KV only, next to the hit KV the DE
-    // buffer already holds.
+    // buffer already holds; a split read: the PE side's hit part and the miss KV.
     if (oracle) return Status::ok();  // the DE "has" the KV
-    const int64_t first_block = req.path == sched::ReadPath::kDe ? hit_blocks : 0;
     std::vector<transport::RmaRequest> puts;
-    for (int64_t b = first_block; b < blocks; ++b) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (b >= pe_blocks && b < hit_blocks) continue;  // the DE node read it
       const int64_t tokens = std::min(bt, n - b * bt);
       puts.push_back({slot(l).subspan(b * lb, tokens * row), de->dram.get(),
                       req.de_dram_offset + b * fb + l * lb});
@@ -320,6 +342,7 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
   // The loads and sends of the layers issued must be over before the slots go (their
   // destructors wait; an error above can leave some running).
   loads.clear();
+  pushes.clear();
   sends.clear();
   {
     std::lock_guard lock(mu_);

@@ -40,7 +40,7 @@ TEST(WireReader, MistypedAndMissingFieldsAreErrorsNamingTheField) {
 }
 
 TEST(WireReader, EveryMessageRoundTripsThroughJson) {
-  PrefillRequest p{42, {1, 2, 3}, 0, sched::ReadPath::kDe, 1, 4096, 0, {}};
+  PrefillRequest p{42, {1, 2, 3}, 0, sched::ReadPath::kDe, 1, 4096, 0, {}, 0};
   auto back = PrefillRequest::from_json(p.to_json());
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->tokens, p.tokens);
@@ -53,6 +53,27 @@ TEST(WireReader, EveryMessageRoundTripsThroughJson) {
   EXPECT_DOUBLE_EQ(sampled->sampling.top_p, 0.9);
   EXPECT_EQ(sampled->sampling.top_k, 40);
   EXPECT_EQ(sampled->sampling.seed, 12345u);
+  // A split read: the PE side's part travels with the prefill, the DE side's start with the
+  // prepare; both are absent from other paths' messages.
+  p.path = sched::ReadPath::kSplit;
+  p.pe_read_tokens = 128;
+  auto split = PrefillRequest::from_json(p.to_json());
+  ASSERT_TRUE(split.is_ok()) << split.status().to_string();
+  EXPECT_EQ(split->path, sched::ReadPath::kSplit);
+  EXPECT_EQ(split->pe_read_tokens, 128);
+  PrepareRequest prep;
+  prep.request_id = 5;
+  prep.tokens = {1, 2, 3};
+  prep.gen_tokens = 1;
+  prep.read_hits = true;
+  EXPECT_FALSE(prep.to_json().contains("read_from_tokens"));
+  prep.read_from_tokens = 64;
+  auto prep_back = PrepareRequest::from_json(prep.to_json());
+  ASSERT_TRUE(prep_back.is_ok()) << prep_back.status().to_string();
+  EXPECT_EQ(prep_back->read_from_tokens, 64);
+  Json bad = prep.to_json();
+  bad["read_from_tokens"] = -64;
+  EXPECT_FALSE(PrepareRequest::from_json(bad).is_ok());
   PrefillReply reply;
   reply.first_token = 9;
   reply.logits = {0.5f, -1.0f};

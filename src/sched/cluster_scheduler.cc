@@ -68,6 +68,8 @@ ReadPath ClusterScheduler::choose_path(const SchedRequest& r, int pe, int de) {
       return choose_read_path(read_queue(pe_node_of(pe)), read_queue(de_node_of(de)));
     case PathPolicy::kNoIo:
       return ReadPath::kOracle;
+    case PathPolicy::kSplit:
+      return ReadPath::kSplit;
   }
   return ReadPath::kPe;
 }
@@ -78,12 +80,24 @@ Placement ClusterScheduler::complete(const Pending& p, int de) {
   out.pe = p.pe;
   out.de = de;
   out.path = choose_path(p.request, p.pe, de);
-  // The reading node's ledger holds the hit tokens until read_finished().
-  if (out.path == ReadPath::kPe || out.path == ReadPath::kDe) {
-    out.read_tokens = p.request.hit_tokens;
-    const int node = out.path == ReadPath::kPe ? pe_node_of(p.pe) : de_node_of(de);
-    ledger_[static_cast<size_t>(node)] += out.read_tokens;
+  const int64_t hit = p.request.hit_tokens;
+  if (out.path == ReadPath::kSplit) {
+    // A forced split splits any two blocks; the policy's only parts worth a second read.
+    const int64_t min_part = p.request.path ? params_.block_tokens : params_.split_min_tokens;
+    const ReadSplit split = split_read(hit, params_.block_tokens, read_queue(pe_node_of(p.pe)),
+                                       read_queue(de_node_of(de)), min_part);
+    out.path = split.path();
+    out.pe_read_tokens = split.pe_tokens;
+    out.de_read_tokens = split.de_tokens;
+  } else if (out.path == ReadPath::kPe) {
+    out.pe_read_tokens = hit;
+  } else if (out.path == ReadPath::kDe) {
+    out.de_read_tokens = hit;
   }
+  // Each reading node's ledger holds its part until read_finished().
+  out.read_tokens = out.pe_read_tokens + out.de_read_tokens;
+  ledger_[static_cast<size_t>(pe_node_of(p.pe))] += out.pe_read_tokens;
+  ledger_[static_cast<size_t>(de_node_of(de))] += out.de_read_tokens;
   return out;
 }
 
@@ -118,6 +132,7 @@ std::optional<Placement> ClusterScheduler::submit_unlogged(const SchedRequest& r
   if (pe < 0 || de < 0) return std::nullopt;
   Pe& p = pes_[static_cast<size_t>(pe)];
   p.load.tok += request.prompt_tokens;
+  p.load.work += request.pe_work();
   p.load.seq += 1;
   De& d = des_[static_cast<size_t>(de)];
   d.load.tok += request.prompt_tokens + request.gen_tokens;
@@ -163,7 +178,7 @@ FetchResult ClusterScheduler::fetch_unlogged() {
     if (full[g]) continue;
     const Pending& head = pe_queue_.front();
     one.assign(1, RequestInfo{head.request.id, head.request.prompt_tokens,
-                              head.request.hbm_need_bytes});
+                              head.request.hbm_need_bytes, head.request.pe_work()});
     auto assigned = schedule_pe(one, loads[g], read_q, params_.pe);
     if (assigned.empty()) {
       full[g] = true;
@@ -175,6 +190,7 @@ FetchResult ClusterScheduler::fetch_unlogged() {
     p.pe = pe_groups_[g].first + assigned.front().engine;
     Pe& e = pes_[static_cast<size_t>(p.pe)];
     e.load.tok += p.request.prompt_tokens;
+    e.load.work += p.request.pe_work();
     e.load.seq += 1;
     out.pe_assigned.push_back({p.request.id, p.pe});
     de_queue_.push_back(p);
@@ -255,10 +271,11 @@ void ClusterScheduler::read_finished(int node, int64_t tokens) {
   ledger_[static_cast<size_t>(node)] -= tokens;
 }
 
-void ClusterScheduler::prefill_finished(int pe, int64_t prompt_tokens) {
-  log(SchedulerEvent::Kind::kPrefillFinished, pe, prompt_tokens, 0, true);
+void ClusterScheduler::prefill_finished(int pe, int64_t prompt_tokens, double work) {
+  log(SchedulerEvent::Kind::kPrefillFinished, pe, prompt_tokens, work, true);
   Pe& e = pes_[static_cast<size_t>(pe)];
   e.load.tok -= prompt_tokens;
+  e.load.work -= work;
   e.load.seq -= 1;
 }
 
@@ -288,7 +305,8 @@ void ClusterScheduler::set_node_alive(int node, bool alive) {
 namespace {
 bool same(const Placement& a, const Placement& b) {
   return a.request_id == b.request_id && a.pe == b.pe && a.de == b.de && a.path == b.path &&
-         a.read_tokens == b.read_tokens;
+         a.read_tokens == b.read_tokens && a.pe_read_tokens == b.pe_read_tokens &&
+         a.de_read_tokens == b.de_read_tokens;
 }
 bool same(const FetchResult& a, const FetchResult& b) {
   if (a.pe_assigned.size() != b.pe_assigned.size() || a.placed.size() != b.placed.size())
@@ -322,7 +340,7 @@ int replay_log(const std::vector<SchedulerEvent>& events, ClusterScheduler& s) {
         s.read_finished(e.index, e.tokens);
         break;
       case K::kPrefillFinished:
-        s.prefill_finished(e.index, e.tokens);
+        s.prefill_finished(e.index, e.tokens, e.bytes);
         break;
       case K::kTurnFinished:
         s.turn_finished(e.index, e.tokens, e.bytes);

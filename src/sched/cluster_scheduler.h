@@ -54,6 +54,11 @@ struct ClusterSchedulerParams {
   PeParams pe;
   DeParams de;
   double de_hbm_bytes = 0;  // KV budget of one DE engine's HBM
+  // Split reads (PathPolicy::kSplit, or a request's forced kSplit path): blocks are this many
+  // tokens, and a part below split_min_tokens is not split off (split_read). A forced split
+  // splits any hit of two blocks or more.
+  int64_t block_tokens = 64;
+  int64_t split_min_tokens = 1024;
 };
 
 // A request to place. Its tokens: prompt (PE load, len_r), prompt + generation (DE load).
@@ -64,6 +69,10 @@ struct SchedRequest {
   int64_t hit_tokens = 0;    // what its read path reads (the ledger's unit)
   double hbm_need_bytes = 0;  // DE HBM at decode start
   PathRequest path;           // a fixed path, or nullopt: the policy's choice
+  // Its prefill work in GPU seconds, estimated by the caller's cost model (PePolicy::kTail ranks
+  // engines by it); 0: its prompt tokens stand in.
+  double pe_work_s = 0;
+  double pe_work() const { return pe_work_s > 0 ? pe_work_s : static_cast<double>(prompt_tokens); }
 };
 
 struct PePlacement {
@@ -76,7 +85,12 @@ struct Placement {
   int pe = 0;  // global PE engine
   int de = 0;  // global DE engine
   ReadPath path = ReadPath::kPe;
-  int64_t read_tokens = 0;  // added to the reading node's ledger (0 for recompute, oracle)
+  int64_t read_tokens = 0;  // hit tokens read from storage (0 for recompute, oracle)
+  // Of them, the leading pe_read_tokens by the PE node and the rest by the DE node (kPe: all on
+  // the PE side, kDe: all on the DE side, kSplit: both). Each side's part is added to that node's
+  // ledger until read_finished(node, part).
+  int64_t pe_read_tokens = 0;
+  int64_t de_read_tokens = 0;
 };
 
 struct FetchResult {
@@ -150,7 +164,8 @@ class ClusterScheduler {
 
   // The ledger, as work finishes (the caller's events).
   void read_finished(int node, int64_t tokens);
-  void prefill_finished(int pe, int64_t prompt_tokens);
+  // `work` is the request's SchedRequest::pe_work().
+  void prefill_finished(int pe, int64_t prompt_tokens, double work);
   // A turn is over on its DE: its tokens leave the DE's load and `hbm_bytes` its reservation.
   void turn_finished(int de, int64_t tokens, double hbm_bytes);
   // Round-robin modes: the caller reserves DE HBM in its own order.

@@ -93,6 +93,51 @@ TEST(ClusterScheduler, AFixedPathIsKeptAndRecomputeReadsNothing) {
   for (int n = 0; n < s.nodes(); ++n) EXPECT_EQ(s.read_queue(n), 0);
 }
 
+TEST(ClusterScheduler, SplitReadsChargeEachSidesPartToItsOwnNode) {
+  ClusterSchedulerParams params = paper();
+  params.paths = PathPolicy::kSplit;
+  params.block_tokens = 10;
+  params.split_min_tokens = 20;
+  ClusterScheduler s({.prefill_nodes = 1, .decode_nodes = 1}, params);
+  // Empty queues: the 9 blocks split 5 / 4 (the PE side takes the odd one).
+  s.submit(req(1, 100, 90));
+  Placement p = s.fetch().placed.at(0);
+  EXPECT_EQ(p.path, ReadPath::kSplit);
+  EXPECT_EQ(p.pe_read_tokens, 50);
+  EXPECT_EQ(p.de_read_tokens, 40);
+  EXPECT_EQ(p.read_tokens, 90);
+  EXPECT_EQ(s.read_queue(0), 50);
+  EXPECT_EQ(s.read_queue(1), 40);
+  // The next request balances against those parts: PE 50 + x = DE 40 + (90 - x) -> x = 40.
+  s.submit(req(2, 100, 90));
+  Placement q = s.fetch().placed.at(0);
+  EXPECT_EQ(q.pe_read_tokens, 40);
+  EXPECT_EQ(q.de_read_tokens, 50);
+  EXPECT_EQ(s.read_queue(0), s.read_queue(1));
+  s.read_finished(0, 90);
+  s.read_finished(1, 90);
+  EXPECT_EQ(s.read_queue(0) + s.read_queue(1), 0);
+  // A short hit (2 blocks, under twice the 2-block minimum) is read whole.
+  s.submit(req(3, 100, 20));
+  Placement r = s.fetch().placed.at(0);
+  EXPECT_NE(r.path, ReadPath::kSplit);
+  EXPECT_EQ(r.pe_read_tokens + r.de_read_tokens, 20);
+}
+
+TEST(ClusterScheduler, AForcedSplitSplitsAnyTwoBlocks) {
+  ClusterSchedulerParams params = paper();  // shortest queue, but the request forces a split
+  params.block_tokens = 10;
+  params.split_min_tokens = 1000;
+  ClusterScheduler s({.prefill_nodes = 1, .decode_nodes = 1}, params);
+  SchedRequest r = req(1, 100, 20);
+  r.path = ReadPath::kSplit;
+  s.submit(r);
+  Placement p = s.fetch().placed.at(0);
+  EXPECT_EQ(p.path, ReadPath::kSplit);
+  EXPECT_EQ(p.pe_read_tokens, 10);
+  EXPECT_EQ(p.de_read_tokens, 10);
+}
+
 TEST(ClusterScheduler, DeadNodesGetNoWorkUntilTheyComeBack) {
   ClusterScheduler s(two_by_two(), paper());
   s.set_node_alive(0, false);  // prefill node 0

@@ -14,6 +14,29 @@ namespace dualpath::sched {
 // node's queue grows and turns later ties away.
 ReadPath choose_read_path(int64_t pe_node_read_q_tokens, int64_t de_node_read_q_tokens);
 
+// A split read (PAPER.md §11: "letting the two sides read parts of one request in parallel"; the
+// paper leaves it as future work). One request's hit KV is shared between its PE node's and its
+// DE node's storage NICs at Full Block granularity: the leading `pe_tokens` by the PE side, the
+// rest by the DE side. pe_tokens + de_tokens is the hit: every block is read once.
+struct ReadSplit {
+  int64_t pe_tokens = 0;
+  int64_t de_tokens = 0;
+  ReadPath path() const {
+    return pe_tokens > 0 && de_tokens > 0 ? ReadPath::kSplit
+                                          : (pe_tokens > 0 ? ReadPath::kPe : ReadPath::kDe);
+  }
+};
+
+// Splits `hit_tokens` (whole blocks of `block_tokens`) so that both sides finish together when
+// their storage NICs read at the same rate behind the queues they have (tokens): the PE side
+// takes (hit + de_q - pe_q) / 2, rounded to the nearest block and clamped to [0, hit]. A part
+// smaller than `min_part_tokens` is not worth a second read (its per-read cost, a second buffer
+// lease, a second ledger entry): it goes to the other side, and a hit below twice that is read
+// whole on the side choose_read_path picks. With min_part_tokens <= block_tokens every hit of
+// two blocks or more splits (a forced split: demo --path split).
+ReadSplit split_read(int64_t hit_tokens, int64_t block_tokens, int64_t pe_node_read_q_tokens,
+                     int64_t de_node_read_q_tokens, int64_t min_part_tokens);
+
 // Round robin over n choices (the baseline engine assignment). Thread-compatible.
 class RoundRobin {
  public:

@@ -1,8 +1,21 @@
 #include "sched/pe_scheduler.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace dualpath::sched {
+
+std::string_view pe_policy_name(PePolicy p) { return p == PePolicy::kTail ? "tail" : "paper"; }
+
+Result<PePolicy> parse_pe_policy(std::string_view name) {
+  if (name == "paper") return PePolicy::kPaper;
+  if (name == "tail") return PePolicy::kTail;
+  return Status::invalid_argument(fmt::format(
+      "scheduler.pe_policy = '{}': use \"paper\" (Algorithm 1: fewest prompt tokens) or \"tail\" "
+      "(least prefill work, for TTFT p99)",
+      name));
+}
 
 PeParams derive_pe_params(const model::CostModel& cost, int64_t mean_cached, int64_t mean_new,
                           double quota_s, int group_gpus, double snic_bytes_per_s,
@@ -33,13 +46,17 @@ std::vector<Assignment> schedule_pe(std::deque<RequestInfo>& queue,
       auto node = static_cast<size_t>(load.node);
       int64_t rq = node < read_q_tokens.size() ? read_q_tokens[node] : 0;
       int& best = rq <= params.alpha_tokens ? best_short : best_long;
-      if (best < 0 || load.tok < engines[static_cast<size_t>(best)].tok) best = e;
+      const PeEngineLoad* b = best < 0 ? nullptr : &engines[static_cast<size_t>(best)];
+      const bool lighter = params.policy == PePolicy::kTail ? b == nullptr || load.work < b->work
+                                                            : b == nullptr || load.tok < b->tok;
+      if (lighter) best = e;
     }
     int pe = best_short >= 0 ? best_short : best_long;
     if (pe < 0) break;  // every engine overloaded: end the fetch
     RequestInfo r = queue.front();
     queue.pop_front();
     engines[static_cast<size_t>(pe)].tok += r.tokens;
+    engines[static_cast<size_t>(pe)].work += r.work;
     engines[static_cast<size_t>(pe)].seq += 1;
     assigned.push_back({r.id, pe});
   }

@@ -3,14 +3,33 @@
 
 #include <deque>
 #include <span>
+#include <string_view>
 #include <vector>
 
+#include "dualpath/result.h"
 #include "model/cost_model.h"
 #include "sched/scheduler_types.h"
 
 namespace dualpath::sched {
 
+// How Algorithm 1 ranks the engines of a category (C2, C3).
+enum class PePolicy {
+  // The paper's: the fewest unfinished prompt tokens (tok_e).
+  kPaper,
+  // Ours, for tail TTFT (PAPER.md §11): the least unfinished prefill work (PeEngineLoad::work).
+  // Prompt tokens are a poor measure of time when 99 % of them are cached: a request's prefill
+  // time is set by its new tokens and by attention over its context, and two engines with equal
+  // tok_e can be a pass apart. The request that lands behind the larger work waits that pass:
+  // the p99 of TTFT is made of those waits (docs/simulator.md).
+  kTail,
+};
+
+// "paper", "tail"; the inverse names the valid ones.
+std::string_view pe_policy_name(PePolicy p);
+Result<PePolicy> parse_pe_policy(std::string_view name);
+
 struct PeParams {
+  PePolicy policy = PePolicy::kPaper;
   // alpha: a node's read queue counts as short when it holds at most this many tokens
   // (PAPER.md §8.5: the tokens the node can read in 3 s).
   int64_t alpha_tokens = 0;
@@ -30,7 +49,7 @@ PeParams derive_pe_params(const model::CostModel& cost, int64_t mean_cached, int
 
 // One fetch of a PE group: pops requests from the front of the global FIFO `queue` while some
 // engine of `engines` is not overloaded; engines on nodes with a short read queue come first,
-// then the one with the fewest tokens. `read_q_tokens` is indexed by PeEngineLoad::node.
+// then the one with the fewest tokens (kTail: the least work). `read_q_tokens` is indexed by PeEngineLoad::node.
 // Updates `engines` (tok, seq) after each assignment, so categories are re-evaluated per request
 // (PAPER.md §12 item 4). read_q is not changed here: the path is not chosen yet.
 std::vector<Assignment> schedule_pe(std::deque<RequestInfo>& queue,

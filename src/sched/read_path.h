@@ -14,9 +14,13 @@ enum class ReadPath {
   kDe,         // the DE node's storage NIC reads it into the DE buffer; pushed to the PE per layer
   kRecompute,  // nothing is read: every prompt token is recomputed
   kOracle,     // the KV is taken to be in HBM already: no read, no H2D, no PD transfer (a bound)
+  // Both sides read parts of the hit KV (PAPER.md §11's split reads; ours): the leading hit
+  // blocks by the PE node's storage NIC into the PE buffer, the rest by the DE node's into the
+  // DE buffer, pushed to the PE per layer. Every hit block is still read once (ReadSplit).
+  kSplit,
 };
 
-// "pe", "de", "recompute", "oracle".
+// "pe", "de", "recompute", "oracle", "split".
 std::string_view read_path_name(ReadPath path);
 // The inverse; an unknown name is kInvalidArgument listing the valid ones.
 Result<ReadPath> parse_read_path(std::string_view name);
@@ -34,6 +38,7 @@ enum class PathPolicy {
   kAlternate,      // the ablation's "dual path, round robin": sides in turn
   kShortestQueue,  // DualPath (PAPER.md §8.3): the side whose node's read queue is shorter
   kNoIo,           // Oracle: no reads at all
+  kSplit,          // DualPath + split reads: the hit blocks shared by both sides (split_read)
 };
 
 }  // namespace dualpath::sched

@@ -41,6 +41,31 @@ TEST(PeScheduler, PicksFewestTokensWithinACategory) {
   EXPECT_EQ(engines[1].tok, 250);
 }
 
+TEST(PeScheduler, TheTailPolicyRanksByPrefillWorkNotTokens) {
+  // Engine 0 holds fewer prompt tokens but more work (a long append); engine 1 the reverse
+  // (a long, almost fully cached context). The paper's rule picks engine 0, the tail rule 1.
+  auto engines_now = [] {
+    std::vector<PeEngineLoad> e = {{0, 1, 1000, 0.9}, {0, 1, 5000, 0.2}};
+    return e;
+  };
+  std::vector<int64_t> read_q = {0};
+  for (PePolicy policy : {PePolicy::kPaper, PePolicy::kTail}) {
+    std::vector<PeEngineLoad> engines = engines_now();
+    std::deque<RequestInfo> q = {{7, 100, 1.0, 0.5}};
+    auto a = schedule_pe(q, engines, read_q,
+                         {.policy = policy, .alpha_tokens = 10, .beta_tokens = 100000});
+    ASSERT_EQ(a.size(), 1u);
+    const int want = policy == PePolicy::kTail ? 1 : 0;
+    EXPECT_EQ(a[0].engine, want) << pe_policy_name(policy);
+    EXPECT_DOUBLE_EQ(engines[static_cast<size_t>(want)].work,
+                     engines_now()[static_cast<size_t>(want)].work + 0.5);
+  }
+  EXPECT_EQ(*parse_pe_policy("tail"), PePolicy::kTail);
+  auto bad = parse_pe_policy("fastest");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("scheduler.pe_policy"), std::string::npos);
+}
+
 TEST(PeScheduler, StopsWhenEveryEngineIsOverloadedAndKeepsTheRestQueued) {
   std::vector<PeEngineLoad> engines = {{0, 0, 900}, {0, 0, 950}};
   std::vector<int64_t> read_q = {0};
@@ -99,6 +124,48 @@ TEST(PathChoice, PicksDecodeSideWhenItsReadQueueIsShorter) {
   EXPECT_EQ(choose_read_path(10, 1000), ReadPath::kPe);
   EXPECT_EQ(choose_read_path(10, 10), ReadPath::kDe);
   EXPECT_EQ(choose_read_path(0, 0), ReadPath::kDe);
+}
+
+TEST(SplitRead, EqualQueuesSplitInHalfAtBlockGranularity) {
+  // 10 blocks of 64, empty queues: 5 and 5.
+  ReadSplit s = split_read(640, 64, 0, 0, 64);
+  EXPECT_EQ(s.pe_tokens, 320);
+  EXPECT_EQ(s.de_tokens, 320);
+  EXPECT_EQ(s.path(), ReadPath::kSplit);
+  // An odd count: the PE side gets the rounded-up half; both parts stay whole blocks.
+  s = split_read(5 * 64, 64, 0, 0, 64);
+  EXPECT_EQ(s.pe_tokens + s.de_tokens, 5 * 64);
+  EXPECT_EQ(s.pe_tokens % 64, 0);
+  EXPECT_EQ(s.pe_tokens, 3 * 64);
+}
+
+TEST(SplitRead, TheLongerQueueTakesLessSoBothSidesFinishTogether) {
+  // PE queue 256 tokens longer: PE takes (640 - 256) / 2 = 192 (3 blocks), DE 448.
+  ReadSplit s = split_read(640, 64, 256, 0, 64);
+  EXPECT_EQ(s.pe_tokens, 192);
+  EXPECT_EQ(s.de_tokens, 448);
+  EXPECT_EQ(256 + s.pe_tokens, 0 + s.de_tokens - 0);
+  // The DE side's queue longer than the whole hit: all on the PE side.
+  s = split_read(640, 64, 0, 10000, 64);
+  EXPECT_EQ(s.pe_tokens, 640);
+  EXPECT_EQ(s.path(), ReadPath::kPe);
+}
+
+TEST(SplitRead, PartsBelowTheMinimumAreNotSplitOff) {
+  // 10 blocks; the balanced PE part would be 1 block, under the 2-block minimum: all on DE.
+  ReadSplit s = split_read(640, 64, 512, 0, 128);
+  EXPECT_EQ(s.pe_tokens, 0);
+  EXPECT_EQ(s.de_tokens, 640);
+  EXPECT_EQ(s.path(), ReadPath::kDe);
+  // A hit under twice the minimum is read whole, on the side choose_read_path picks.
+  s = split_read(192, 64, 0, 0, 128);
+  EXPECT_EQ(s.path(), ReadPath::kDe);
+  EXPECT_EQ(s.de_tokens, 192);
+  s = split_read(192, 64, 0, 50, 128);
+  EXPECT_EQ(s.path(), ReadPath::kPe);
+  // Nothing to read: no part.
+  s = split_read(0, 64, 0, 0, 64);
+  EXPECT_EQ(s.pe_tokens + s.de_tokens, 0);
 }
 
 TEST(RoundRobin, CyclesOverChoices) {

@@ -15,6 +15,7 @@ struct RequestInfo {
   int64_t id = 0;
   int64_t tokens = 0;
   double hbm_need_bytes = 0;  // DE HBM this request needs at decode start (prompt + generation)
+  double work = 0;            // its prefill work (PePolicy::kTail's load unit; see PeEngineLoad)
 };
 
 struct Assignment {
@@ -27,6 +28,10 @@ struct PeEngineLoad {
   int node = 0;
   int64_t seq = 0;
   int64_t tok = 0;
+  // The prefill work of those requests: the caller's estimate of each one's GPU seconds
+  // (attention over its whole context plus the linear layers of its new tokens), or its prompt
+  // tokens where the caller gives none.
+  double work = 0;
 };
 
 // DE-side load: as PE, plus the engine's free HBM.

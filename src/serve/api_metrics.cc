@@ -82,10 +82,14 @@ void ApiMetrics::observe_turn(const TurnResult& r, int64_t completion_tokens, do
   generation_tokens_->Increment(static_cast<double>(completion_tokens));
   cached_tokens_->Increment(static_cast<double>(r.hit_tokens));
   if (r.migrated) migrations_->Increment();
-  if (r.bytes.storage_read > 0) {
-    const bool pe = r.path == sched::ReadPath::kPe;
-    kv_read_bytes_->Add({{"path", pe ? "pe" : "de"}, {"node", node_label(pe ? r.pe : r.de)}})
-        .Increment(static_cast<double>(r.bytes.storage_read));
+  // By the side that read it: a split read counts on both.
+  if (r.pe_read_bytes > 0) {
+    kv_read_bytes_->Add({{"path", "pe"}, {"node", node_label(r.pe)}})
+        .Increment(static_cast<double>(r.pe_read_bytes));
+  }
+  if (r.de_read_bytes > 0) {
+    kv_read_bytes_->Add({{"path", "de"}, {"node", node_label(r.de)}})
+        .Increment(static_cast<double>(r.de_read_bytes));
   }
 }
 

@@ -162,6 +162,8 @@ Json dualpath_json(const TurnResult& r) {
   return {{"read_path", std::string(sched::read_path_name(r.path))},
           {"hit_tokens", r.hit_tokens},
           {"storage_read_bytes", r.bytes.storage_read},
+          {"pe_read_bytes", r.pe_read_bytes},
+          {"de_read_bytes", r.de_read_bytes},
           {"ttft_ms", r.ttft_s * 1e3},
           {"queue_ms", r.queue_s * 1e3},
           {"prefill_node", node_label(r.pe)},

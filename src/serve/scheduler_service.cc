@@ -145,6 +145,8 @@ Result<sched::ClusterSchedulerParams> scheduler_params(const ServeConfig& config
   p.paths = config.path_policy();
   p.de.z_factor = config.scheduler.z_factor;
   p.de_hbm_bytes = static_cast<double>(cfg.hbm_bytes);
+  p.block_tokens = cfg.block_tokens;
+  p.split_min_tokens = config.scheduler.split_min_tokens;
   // alpha: tokens a node reads in alpha_s at its (emulated) storage NIC rate; unlimited NICs
   // never count as long. beta: prompt tokens an engine prefills in beta_s.
   const double snic_bytes_per_s = cfg.emulated_snic_gbps() * 1e9 / 8;
@@ -167,6 +169,7 @@ Result<sched::ClusterSchedulerParams> scheduler_params(const ServeConfig& config
   p.pe.alpha_tokens = snic_bytes_per_s > 0
                           ? static_cast<int64_t>(snic_bytes_per_s * config.scheduler.alpha_s / kv)
                           : std::numeric_limits<int64_t>::max() / 4;
+  p.pe.policy = config.scheduler.pe_policy;
   return p;
 }
 
@@ -727,19 +730,28 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
     de_link = a.de->link;
   }
   // Everything the placement counted is given back exactly once, whatever happens.
-  bool read_pending = p.read_tokens > 0, prefill_pending = true, turn_pending = true;
-  const int reader = p.path == sched::ReadPath::kDe ? a.de_node : a.pe_node;
-  auto finish_read = [&] {
-    if (!read_pending) return;
-    read_pending = false;
+  // Each side's read is over when its node has answered: the DE side's with the prepare, the PE
+  // side's with the prefill.
+  bool pe_read_pending = p.pe_read_tokens > 0, de_read_pending = p.de_read_tokens > 0;
+  bool prefill_pending = true, turn_pending = true;
+  auto finish_de_read = [&] {
+    if (!de_read_pending) return;
+    de_read_pending = false;
     std::lock_guard lock(mu_);
-    sched_->read_finished(reader, p.read_tokens);
+    sched_->read_finished(a.de_node, p.de_read_tokens);
+  };
+  auto finish_read = [&] {
+    finish_de_read();
+    if (!pe_read_pending) return;
+    pe_read_pending = false;
+    std::lock_guard lock(mu_);
+    sched_->read_finished(a.pe_node, p.pe_read_tokens);
   };
   auto finish_prefill = [&] {
     if (!prefill_pending) return;
     prefill_pending = false;
     std::lock_guard lock(mu_);
-    sched_->prefill_finished(p.pe, n);
+    sched_->prefill_finished(p.pe, n, sr.pe_work());
   };
   auto finish_turn = [&] {
     if (!turn_pending) return;
@@ -791,9 +803,11 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
   }
   const int pe_engine = sched_->pe_local(p.pe), de_engine = sched_->de_local(p.de);
 
-  // DE prepare: the DE buffer (and, on the DE path, the storage read).
-  engine::PrepareRequest prep{a.id,   a.prompt, hit, a.gen, p.path == sched::ReadPath::kDe,
-                              oracle, de_engine, req.sampling};
+  // DE prepare: the DE buffer (and, on the DE path, the storage read; a split read: of the
+  // blocks after the PE side's part).
+  const bool split = p.path == sched::ReadPath::kSplit;
+  engine::PrepareRequest prep{a.id,   a.prompt,  hit,          a.gen, p.path == sched::ReadPath::kDe || split,
+                              oracle, de_engine, req.sampling, split ? p.pe_read_tokens : 0};
   auto prep_out = engine::call_node<engine::PrepareReply>(*de_link, "prepare", prep, call_timeout);
   if (!prep_out.is_ok()) {
     prepared = true;  // it may have been, before the failure: release it
@@ -801,8 +815,9 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
     return prep_out.status();
   }
   prepared = true;
-  if (p.path == sched::ReadPath::kDe) finish_read();
+  finish_de_read();
   out.bytes += prep_out->bytes;
+  out.de_read_bytes += prep_out->bytes.storage_read;
   if (req.after_prepare) req.after_prepare(out.attempts, a.pe->id, a.de->id);
 
   // PE prefill, layer by layer, by the chosen path.
@@ -815,7 +830,8 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
       a.de->id.index,
       prep_out->dram_offset,
       pe_engine,
-      req.sampling};
+      req.sampling,
+      split ? p.pe_read_tokens : 0};
   auto pre_out = engine::call_node<engine::PrefillReply>(*pe_link, "prefill", pre, call_timeout);
   finish_read();
   finish_prefill();
@@ -825,6 +841,7 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
     return pre_out.status();
   }
   out.bytes += pre_out->bytes;
+  out.pe_read_bytes += pre_out->bytes.storage_read;
   out.prefill_s += pre_out->prefill_s;
   if (out.attempts == 1 || out.output_tokens.empty()) {
     out.first_logits = pre_out->logits;

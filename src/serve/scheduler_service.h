@@ -102,6 +102,8 @@ struct TurnResult {
   std::vector<int32_t> output_tokens;
   std::vector<float> first_logits;
   engine::HopBytes bytes;  // every attempt's
+  // Of bytes.storage_read, what the PE node and the DE node read (a split read: both).
+  int64_t pe_read_bytes = 0, de_read_bytes = 0;
   double queue_s = 0;      // waiting to be placed (the scheduler's queue)
   double ttft_s = 0;       // from run_turn() to the first token
   double tpot_s = 0;       // decode time per token after the first

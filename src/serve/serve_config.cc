@@ -14,18 +14,21 @@ std::string_view serve_mode_name(ServeMode m) {
       return "full";
     case ServeMode::kOracle:
       return "oracle";
+    case ServeMode::kSplit:
+      return "split";
   }
   return "?";
 }
 
 Result<ServeMode> parse_serve_mode(std::string_view name) {
-  for (ServeMode m : {ServeMode::kBasic, ServeMode::kFull, ServeMode::kOracle}) {
+  for (ServeMode m : {ServeMode::kBasic, ServeMode::kFull, ServeMode::kOracle, ServeMode::kSplit}) {
     if (serve_mode_name(m) == name) return m;
   }
   return Status::invalid_argument(fmt::format(
       "scheduler.mode = '{}': the live system runs basic (PE read path only, round robin), full "
-      "(DualPath: both read paths, the paper's scheduler) or oracle (no KV I/O); layerwise and "
-      "dualpath are simulator ablations",
+      "(DualPath: both read paths, the paper's scheduler), split (full, with one request's hit "
+      "read by both sides) or oracle (no KV I/O); layerwise and dualpath are simulator "
+      "ablations",
       name));
 }
 
@@ -42,6 +45,8 @@ sched::PathPolicy ServeConfig::path_policy() const {
       return sched::PathPolicy::kShortestQueue;
     case ServeMode::kOracle:
       return sched::PathPolicy::kNoIo;
+    case ServeMode::kSplit:
+      return sched::PathPolicy::kSplit;
   }
   return sched::PathPolicy::kShortestQueue;
 }
@@ -55,7 +60,7 @@ int64_t to_ms(Duration d) {
 
 Status apply_scheduler_keys(Config& f, SchedulerSettings& s) {
   const std::string mode =
-      f.string("scheduler.mode", std::string(serve_mode_name(s.mode)), "basic, full or oracle");
+      f.string("scheduler.mode", std::string(serve_mode_name(s.mode)), "basic, full, split or oracle");
   auto parsed = parse_serve_mode(mode);
   if (!parsed.is_ok()) return parsed.status();
   s.mode = *parsed;
@@ -78,6 +83,12 @@ Status apply_scheduler_keys(Config& f, SchedulerSettings& s) {
   s.beta_s = f.positive_number("scheduler.beta_s", s.beta_s, "seconds of prefill");
   s.z_factor = f.positive_number("scheduler.z_factor", s.z_factor);
   s.quota_s = f.positive_number("scheduler.quota_ms", s.quota_s * 1e3, "ms") / 1e3;
+  DP_ASSIGN_OR_RETURN(s.pe_policy, sched::parse_pe_policy(f.choice(
+                                        "scheduler.pe_policy",
+                                        std::string(sched::pe_policy_name(s.pe_policy)),
+                                        {"paper", "tail"})));
+  s.split_min_tokens = f.integer("scheduler.split_min_tokens", s.split_min_tokens, 1, INT64_MAX,
+                                 "tokens: a smaller part of a split read is not split off");
   f.ignore_key("scheduler.read_queue_depth");  // the simulator's storage NIC model
   if (s.lease_ttl <= s.report_interval) {
     return Status::invalid_argument(fmt::format(

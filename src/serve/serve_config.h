@@ -31,7 +31,7 @@
 namespace dualpath::serve {
 
 // The live system's modes, named as the simulator's (sim/sim_config.h) for the same policy.
-enum class ServeMode { kBasic, kFull, kOracle };
+enum class ServeMode { kBasic, kFull, kOracle, kSplit };
 std::string_view serve_mode_name(ServeMode m);
 Result<ServeMode> parse_serve_mode(std::string_view name);
 
@@ -48,6 +48,8 @@ struct SchedulerSettings {
   double beta_s = 5.0;
   double z_factor = 1.05;
   double quota_s = 0.3;  // for beta's typical batch (sched::derive_pe_params)
+  int64_t split_min_tokens = 1024;  // mode split: a smaller part is not split off (split_read)
+  sched::PePolicy pe_policy = sched::PePolicy::kPaper;  // how Algorithm 1 ranks PE engines
 };
 
 struct ServeConfig {

@@ -49,8 +49,8 @@ Result<double> estimate_capacity_aps(const SimConfig& cfg) {
   const double pe_gpus = static_cast<double>(cfg.prefill_nodes) * cfg.hw.gpus_per_node;
   double bound = work_s > 0 ? pe_gpus * n / work_s : std::numeric_limits<double>::infinity();
   if (cfg.mode != Mode::kOracle && read_bytes > 0) {
-    const bool dual = cfg.mode == Mode::kDualPath || cfg.mode == Mode::kFull;
-    const double readers = dual ? cfg.prefill_nodes + cfg.decode_nodes : cfg.prefill_nodes;
+    const double readers =
+        reads_on_both_sides(cfg.mode) ? cfg.prefill_nodes + cfg.decode_nodes : cfg.prefill_nodes;
     bound =
         std::min(bound, readers * model::usable_snic_bytes_per_s(cfg.hw, cfg.eff) * n / read_bytes);
   }

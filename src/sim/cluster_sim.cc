@@ -46,11 +46,18 @@ struct Req {
   int64_t new_left = 0;  // miss tokens not yet prefilled
   int64_t cached = 0;    // tokens whose KV is available to the PE (hit + done chunks)
   double hit_bytes = 0, prompt_bytes = 0, hbm_need = 0;
+  // The hit as the scheduler split it between the sides (sched::Placement): the PE node reads
+  // pe_hit tokens into its buffer, the DE node de_hit into its own; reads_left parts unfinished.
+  int64_t pe_hit = 0, de_hit = 0;
+  double pe_hit_bytes = 0, de_hit_bytes = 0;
+  double pe_work = 0;  // what the scheduler counted into its PE's load (SchedRequest::pe_work)
+  int reads_left = 0;
   uint32_t pe = kNone, de = kNone;
   ReadPath path = ReadPath::kPe;
   bool read_done = false, streamed_hit = false, hbm_reserved = false, prefilled = false;
   // t_pe: the PE is assigned; t_assigned: the DE too (its HBM reserved in scheduled modes);
-  // t_admitted: the DRAM buffer took the read; t_read_start: the SNIC started serving it.
+  // t_admitted: the DRAM buffer took the read; t_read_start: the SNIC started serving it (a split
+  // read: its later part's).
   // t_pass: its first forward pass starts (-1 until then).
   double t_arrive = 0, t_pe = 0, t_assigned = 0, t_admitted = 0, t_read_start = 0,
          t_read_done = 0, t_pass = -1, t_first = 0, t_decode = 0;
@@ -116,8 +123,10 @@ class ClusterSim {
 
  private:
   bool layerwise() const { return cfg_.mode != Mode::kBasic; }
-  bool dual() const { return cfg_.mode == Mode::kDualPath || cfg_.mode == Mode::kFull; }
-  bool scheduled() const { return cfg_.mode == Mode::kFull || cfg_.mode == Mode::kOracle; }
+  bool dual() const { return reads_on_both_sides(cfg_.mode); }
+  bool scheduled() const {
+    return cfg_.mode == Mode::kFull || cfg_.mode == Mode::kOracle || cfg_.mode == Mode::kSplit;
+  }
   bool oracle() const { return cfg_.mode == Mode::kOracle; }
   uint32_t pe_node_of(uint32_t pe) const { return pes_[pe].node; }
   uint32_t de_node_of(uint32_t de) const { return des_[de].node; }
@@ -133,8 +142,13 @@ class ClusterSim {
   void on_tick();
   void assign_pe(uint32_t a, uint32_t pe);
   void reserve_round_robin(uint32_t a, uint32_t de);
-  void after_assigned(uint32_t a, ReadPath path);
+  void after_assigned(uint32_t a, const sched::Placement& p);
   void start_read(uint32_t a, uint32_t node);
+  // The part of a request's hit that `node` reads (its PE node or its DE node).
+  bool reads_on_pe(const Req& r, uint32_t node) const { return node == pe_node_of(r.pe); }
+  double read_bytes_on(const Req& r, uint32_t node) const {
+    return reads_on_pe(r, node) ? r.pe_hit_bytes : r.de_hit_bytes;
+  }
   void admit_read(uint32_t a, uint32_t node);
   void admit_buffer_waiters(uint32_t node);
   void reschedule_link(PsServer& link, uint32_t kind, uint32_t node);
@@ -207,7 +221,8 @@ class ClusterSim {
   int64_t stored_blocks_ = 0;
   HopBytes hops_;
   double prompt_tokens_ = 0, hit_tokens_ = 0, storage_write_ = 0;
-  int64_t pe_path_ = 0, de_path_ = 0;
+  int64_t pe_path_ = 0, de_path_ = 0, split_path_ = 0;
+  double split_bytes_pe_ = 0, split_bytes_de_ = 0;  // of the split requests, per side
   double compute_floor_work_s_ = 0;
   int64_t passes_ = 0, transfer_bound_passes_ = 0;
   double pass_new_tokens_ = 0;
@@ -287,8 +302,11 @@ void ClusterSim::build() {
   sp.engines = scheduled() ? sched::EnginePolicy::kPaper : sched::EnginePolicy::kRoundRobin;
   sp.paths = path_policy(cfg_.mode);
   sp.pe = pe_params_;
+  sp.pe.policy = cfg_.pe_policy;
   sp.de = {.z_factor = cfg_.z_factor};
   sp.de_hbm_bytes = de_hbm_budget_;
+  sp.block_tokens = cfg_.block_tokens;
+  sp.split_min_tokens = cfg_.split_min_tokens;
   sched_ = std::make_unique<sched::ClusterScheduler>(shape, sp);
   if (opt_.on_scheduler) opt_.on_scheduler(*sched_);
 
@@ -350,12 +368,15 @@ void ClusterSim::on_arrive(uint32_t a) {
   r.t_pass = -1;
   prompt_tokens_ += static_cast<double>(r.prompt);
   hit_tokens_ += static_cast<double>(r.hit);
-  // The compute floor: this turn's prefill at the best batching (no fixed pass cost).
-  compute_floor_work_s_ +=
+  // The compute floor: this turn's prefill at the best batching (no fixed pass cost); the same
+  // GPU seconds are the request's work for the scheduler (PePolicy::kTail).
+  const double work =
       cost_.attention_s({r.hit, r.new_left}) + cost_.linear_s(static_cast<double>(r.new_left));
+  compute_floor_work_s_ += work;
 
   const sched::SchedRequest request{static_cast<int64_t>(a), r.prompt, r.gen, r.hit, r.hbm_need,
-                                    {}};
+                                    {}, work};
+  r.pe_work = request.pe_work();
   if (scheduled()) {
     (void)sched_->submit(request);  // placed by a fetch
     ensure_tick();
@@ -365,7 +386,7 @@ void ClusterSim::on_arrive(uint32_t a) {
   const sched::Placement p = *sched_->submit(request);
   assign_pe(a, static_cast<uint32_t>(p.pe));
   reserve_round_robin(a, static_cast<uint32_t>(p.de));
-  after_assigned(a, p.path);
+  after_assigned(a, p);
 }
 
 // The slowest agent's turns back to back on an idle cluster: each prefill alone in one pass of
@@ -429,7 +450,7 @@ void ClusterSim::on_tick() {
     auto a = static_cast<uint32_t>(p.request_id);
     reqs_[a].de = static_cast<uint32_t>(p.de);
     reqs_[a].hbm_reserved = true;  // by the DE scheduler
-    after_assigned(a, p.path);
+    after_assigned(a, p);
   }
   if (sched_->has_queued()) ensure_tick();
 }
@@ -453,32 +474,41 @@ void ClusterSim::reserve_round_robin(uint32_t a, uint32_t de) {
   }
 }
 
-// The scheduler has chosen the read path (sched::PathPolicy of the mode) and counted the hit
-// tokens into the reading node's read-queue ledger.
-void ClusterSim::after_assigned(uint32_t a, ReadPath path) {
+// The scheduler has chosen the read path (sched::PathPolicy of the mode), split the hit between
+// the sides where it splits, and counted each side's part into its node's read-queue ledger.
+void ClusterSim::after_assigned(uint32_t a, const sched::Placement& p) {
   Req& r = reqs_[a];
   r.t_assigned = r.t_admitted = r.t_read_start = now_;
-  r.path = path;
+  r.path = p.path;
   if (oracle()) {
     read_finished(a);
     return;
   }
-  start_read(a, r.path == ReadPath::kPe ? pe_node_of(r.pe) : de_node_of(r.de));
+  r.pe_hit = p.pe_read_tokens;
+  r.de_hit = p.de_read_tokens;
+  r.pe_hit_bytes = kv_bytes(r.pe_hit);
+  r.de_hit_bytes = kv_bytes(r.de_hit);
+  (r.path == ReadPath::kSplit ? split_path_ : r.path == ReadPath::kPe ? pe_path_ : de_path_) += 1;
+  if (r.path == ReadPath::kSplit) {
+    split_bytes_pe_ += r.pe_hit_bytes;
+    split_bytes_de_ += r.de_hit_bytes;
+  }
+  r.reads_left = (r.pe_hit > 0 ? 1 : 0) + (r.de_hit > 0 ? 1 : 0);
+  if (r.reads_left == 0) {
+    read_finished(a);
+    return;
+  }
+  if (r.pe_hit > 0) start_read(a, pe_node_of(r.pe));
+  if (r.de_hit > 0) start_read(a, de_node_of(r.de));
 }
 
 void ClusterSim::start_read(uint32_t a, uint32_t node) {
   Req& r = reqs_[a];
-  (r.path == ReadPath::kPe ? pe_path_ : de_path_) += 1;
-  if (r.hit == 0) {
-    r.t_admitted = r.t_read_start = now_;
-    read_finished(a);
-    return;
-  }
   Node& nd = nodes_[node];
   // Admission into the node's DRAM buffer; an empty buffer always admits (no deadlock on a
   // request larger than the buffer).
-  if (nd.buffer_wait.empty() &&
-      (nd.buffer_used + r.hit_bytes <= nd.buffer_cap || nd.buffer_used == 0)) {
+  const double bytes = read_bytes_on(r, node);
+  if (nd.buffer_wait.empty() && (nd.buffer_used + bytes <= nd.buffer_cap || nd.buffer_used == 0)) {
     admit_read(a, node);
   } else {
     nd.buffer_wait.push_back(a);
@@ -488,10 +518,13 @@ void ClusterSim::start_read(uint32_t a, uint32_t node) {
 void ClusterSim::admit_read(uint32_t a, uint32_t node) {
   Node& nd = nodes_[node];
   Req& r = reqs_[a];
-  nd.buffer_used += r.hit_bytes;
-  r.t_admitted = r.t_read_start = now_;
+  const double bytes = read_bytes_on(r, node);
+  nd.buffer_used += bytes;
+  // The later part sets the times (a split read waits for both).
+  r.t_admitted = std::max(r.t_admitted, now_);
   nd.reads.advance(now_);
-  if (!nd.reads.add(a, r.hit_bytes)) r.t_read_start = -1;  // set when a slot frees
+  if (nd.reads.add(a, bytes)) r.t_read_start = std::max(r.t_read_start, now_);
+  // else: queued for a read slot; t_read_start is set when one frees
   reschedule_reads(node);
 }
 
@@ -499,7 +532,8 @@ void ClusterSim::admit_buffer_waiters(uint32_t node) {
   Node& nd = nodes_[node];
   while (!nd.buffer_wait.empty()) {
     uint32_t a = nd.buffer_wait.front();
-    if (nd.buffer_used > 0 && nd.buffer_used + reqs_[a].hit_bytes > nd.buffer_cap) break;
+    if (nd.buffer_used > 0 && nd.buffer_used + read_bytes_on(reqs_[a], node) > nd.buffer_cap)
+      break;
     nd.buffer_wait.pop_front();
     admit_read(a, node);
   }
@@ -525,15 +559,19 @@ void ClusterSim::on_read_done(uint32_t node, uint64_t version) {
   nd.reads.advance(now_);
   uint32_t admitted = kNone;
   uint32_t a = nd.reads.pop(&admitted);
-  if (admitted != kNone) reqs_[admitted].t_read_start = now_;
+  if (admitted != kNone) {
+    Req& w = reqs_[admitted];
+    w.t_read_start = std::max(w.t_read_start, now_);
+  }
   Req& r = reqs_[a];
-  sched_->read_finished(static_cast<int>(node), r.hit);
-  (nd.prefill ? hops_.storage_read_pe : hops_.storage_read_de) += r.hit_bytes;
+  const double bytes = read_bytes_on(r, node);
+  sched_->read_finished(static_cast<int>(node), reads_on_pe(r, node) ? r.pe_hit : r.de_hit);
+  (nd.prefill ? hops_.storage_read_pe : hops_.storage_read_de) += bytes;
   auto bucket = static_cast<size_t>(now_ / cfg_.timeseries_bucket_s);
   if (nd.read_bytes_by_bucket.size() <= bucket) nd.read_bytes_by_bucket.resize(bucket + 1, 0.0);
-  nd.read_bytes_by_bucket[bucket] += r.hit_bytes;
+  nd.read_bytes_by_bucket[bucket] += bytes;
   reschedule_reads(node);
-  read_finished(a);
+  if (--r.reads_left == 0) read_finished(a);
 }
 
 void ClusterSim::read_finished(uint32_t a) {
@@ -598,7 +636,8 @@ void ClusterSim::try_start_pass(uint32_t gi) {
       if (layerwise() && !oracle()) {
         if (!r.streamed_hit) in_bytes += r.hit_bytes;  // hit KV streams in on the first chunk
         double chunk_kv = kv_bytes(it.new_tokens);
-        out_bytes += chunk_kv + (r.path == ReadPath::kPe && !r.streamed_hit ? r.hit_bytes : 0.0);
+        // The PE side's hit KV goes on to the DE buffer; the DE side's is there already.
+        out_bytes += chunk_kv + (!r.streamed_hit ? r.pe_hit_bytes : 0.0);
       }
     }
     max_attn = std::max(max_attn, attn);
@@ -645,8 +684,9 @@ void ClusterSim::on_pass_done(uint32_t gi) {
       Req& r = reqs_[it.agent];
       if (!oracle()) {
         if (!r.streamed_hit) {
-          (r.path == ReadPath::kPe ? hops_.pe_h2d : hops_.de_to_pe) += r.hit_bytes;
-          if (r.path == ReadPath::kPe && layerwise()) hops_.pd_transfer += r.hit_bytes;
+          hops_.pe_h2d += r.pe_hit_bytes;
+          hops_.de_to_pe += r.de_hit_bytes;
+          if (layerwise()) hops_.pd_transfer += r.pe_hit_bytes;
         }
         if (layerwise()) hops_.pd_transfer += kv_bytes(it.new_tokens);
       }
@@ -655,7 +695,7 @@ void ClusterSim::on_pass_done(uint32_t gi) {
       r.new_left -= it.new_tokens;
       if (r.new_left > 0) continue;  // chunked: the rest stays queued, its KV is now cached
       e.fifo.erase(std::find(e.fifo.begin(), e.fifo.end(), it.agent));
-      sched_->prefill_finished(static_cast<int>(grp.first + i), r.prompt);
+      sched_->prefill_finished(static_cast<int>(grp.first + i), r.prompt, r.pe_work);
       prefill_finished(it.agent);
     }
     grp.batches[i].clear();
@@ -668,9 +708,9 @@ void ClusterSim::prefill_finished(uint32_t a) {
   r.prefilled = true;
   r.t_first = now_;  // the PE samples the first token at the end of the last layer
   record_first_token(r);
-  if (r.path == ReadPath::kPe && !oracle() && r.hit > 0) {
+  if (!oracle() && r.pe_hit > 0) {
     Node& nd = nodes_[pe_node_of(r.pe)];
-    nd.buffer_used -= r.hit_bytes;
+    nd.buffer_used -= r.pe_hit_bytes;
     admit_buffer_waiters(pe_node_of(r.pe));
   }
   if (r.hbm_reserved) begin_decode_copy(a);
@@ -715,9 +755,9 @@ void ClusterSim::on_decode_start(uint32_t a) {
   Req& r = reqs_[a];
   r.t_decode = now_;
   // The DE buffer is released once its KV is in HBM (DE path: the hit KV it read).
-  if (r.path == ReadPath::kDe && layerwise() && !oracle() && r.hit > 0) {
+  if (layerwise() && !oracle() && r.de_hit > 0) {
     uint32_t node = de_node_of(r.de);
-    nodes_[node].buffer_used -= r.hit_bytes;
+    nodes_[node].buffer_used -= r.de_hit_bytes;
     admit_buffer_waiters(node);
   }
   DeEngine& e = des_[r.de];
@@ -817,7 +857,7 @@ void ClusterSim::finish_turn(uint32_t a) {
 void ClusterSim::record_first_token(const Req& r) {
   // Each part is the gap between two of the request's timestamps (see TtftBreakdown); a read
   // that never queued has t_read_start == t_admitted.
-  const double read_start = r.t_read_start >= 0 ? r.t_read_start : r.t_admitted;
+  const double read_start = std::max(r.t_read_start, r.t_admitted);
   first_tokens_.push_back(FirstToken{
       now_, static_cast<float>(r.t_first - r.t_arrive), static_cast<float>(r.t_pe - r.t_arrive),
       static_cast<float>(read_start - r.t_admitted), static_cast<float>(r.t_pass - r.t_read_done),
@@ -1039,6 +1079,9 @@ SimResult ClusterSim::collect(double wall_s) {
   res.storage_write_bytes = storage_write_;
   res.pe_path_turns = pe_path_;
   res.de_path_turns = de_path_;
+  res.split_path_turns = split_path_;
+  res.split_read_bytes_pe = split_bytes_pe_;
+  res.split_read_bytes_de = split_bytes_de_;
   res.sim_events = events_.popped();
   res.prefill_passes = passes_;
   res.new_tokens_per_pass = passes_ > 0 ? pass_new_tokens_ / static_cast<double>(passes_) : 0;

@@ -122,6 +122,9 @@ struct SimResult {
   double storage_write_bytes = 0;
   HopBytes hops;
   int64_t pe_path_turns = 0, de_path_turns = 0;
+  // Split reads (Mode::kSplit): turns whose hit both sides read parts of, and those parts' bytes.
+  int64_t split_path_turns = 0;
+  double split_read_bytes_pe = 0, split_read_bytes_de = 0;
   double snic_read_max_over_avg = 0;
   double hit_tokens = 0;
   double io_floor_s = 0;       // storage_read_bytes / usable storage bandwidth

@@ -31,7 +31,7 @@ double expected_hit_bytes(const SimConfig& cfg, const std::vector<AgentPlan>& ag
 }
 
 TEST(ClusterSim, EveryTurnFinishesAndEveryHitIsReadExactlyOnce) {
-  for (Mode mode : {Mode::kBasic, Mode::kLayerwise, Mode::kDualPath, Mode::kFull}) {
+  for (Mode mode : {Mode::kBasic, Mode::kLayerwise, Mode::kDualPath, Mode::kFull, Mode::kSplit}) {
     SimConfig cfg = small(mode);
     auto agents = build_agents(cfg);
     ASSERT_TRUE(agents.is_ok()) << agents.status().to_string();
@@ -60,6 +60,30 @@ TEST(ClusterSim, HopBytesFollowThePapersAccounting) {
   EXPECT_NEAR((h.pd_transfer + h.storage_read_de) / prompt_bytes, 1.0, 1e-9);
   EXPECT_GT(r.pe_path_turns, 0);
   EXPECT_GT(r.de_path_turns, 0);
+}
+
+TEST(ClusterSim, SplitReadsReadEveryHitOnceWithBothSidesInOneRequest) {
+  SimConfig cfg = small(Mode::kSplit);
+  auto agents = *build_agents(cfg);
+  auto r = *simulate(cfg, agents);
+  const HopBytes& h = r.hops;
+  EXPECT_NEAR(r.storage_read_bytes / expected_hit_bytes(cfg, agents), 1.0, 1e-9);
+  EXPECT_GT(r.split_path_turns, 0);
+  EXPECT_GT(r.split_read_bytes_pe, 0);
+  EXPECT_GT(r.split_read_bytes_de, 0);
+  EXPECT_LE(r.split_read_bytes_pe, h.storage_read_pe + 1.0);
+  EXPECT_LE(r.split_read_bytes_de, h.storage_read_de + 1.0);
+  // Each side's part arrives in PE HBM by its own hop, and only the PE side's part (with the
+  // miss KV) crosses to the DE buffer.
+  EXPECT_NEAR(h.pe_h2d, h.storage_read_pe, 1.0);
+  EXPECT_NEAR(h.de_to_pe, h.storage_read_de, 1.0);
+  double prompt_bytes = r.prompt_tokens * static_cast<double>(cfg.model.stored_bytes_per_token());
+  EXPECT_NEAR((h.pd_transfer + h.storage_read_de) / prompt_bytes, 1.0, 1e-9);
+  EXPECT_EQ(r.pe_path_turns + r.de_path_turns + r.split_path_turns, r.turns);
+  // The JSON names them.
+  const auto j = result_to_json(r);
+  EXPECT_EQ(j.at("split_requests").get<int64_t>(), r.split_path_turns);
+  EXPECT_GT(j.at("split_read_bytes").at("de").get<double>(), 0);
 }
 
 TEST(ClusterSim, BasicAndLayerwiseReadOnlyOnThePrefillSide) {

@@ -176,6 +176,8 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
         {"persist", r.hops.persist}}},
       {"pe_path_turns", r.pe_path_turns},
       {"de_path_turns", r.de_path_turns},
+      {"split_requests", r.split_path_turns},
+      {"split_read_bytes", {{"pe", r.split_read_bytes_pe}, {"de", r.split_read_bytes_de}}},
       {"snic_read_max_over_avg", r.snic_read_max_over_avg},
       {"io_floor_s", r.io_floor_s},
       {"compute_floor_s", r.compute_floor_s},
@@ -284,7 +286,13 @@ std::string result_table(const SimResult& r) {
   row("storage read",
       fmt::format("{:.1f} GB (PE side {:.1f}, DE side {:.1f})", r.storage_read_bytes / 1e9,
                   r.hops.storage_read_pe / 1e9, r.hops.storage_read_de / 1e9));
-  row("read paths", fmt::format("PE {} turns, DE {} turns", r.pe_path_turns, r.de_path_turns));
+  row("read paths", r.split_path_turns > 0
+                        ? fmt::format("PE {} turns, DE {} turns, split {} turns ({:.1f} GB by the "
+                                      "PE side, {:.1f} GB by the DE side)",
+                                      r.pe_path_turns, r.de_path_turns, r.split_path_turns,
+                                      r.split_read_bytes_pe / 1e9, r.split_read_bytes_de / 1e9)
+                        : fmt::format("PE {} turns, DE {} turns", r.pe_path_turns,
+                                      r.de_path_turns));
   row("SNIC read max/avg", fmt::format("{:.3f}", r.snic_read_max_over_avg));
   row("floors (I/O, compute)", fmt::format("{:.1f} s, {:.1f} s", r.io_floor_s, r.compute_floor_s));
   const double chain_share = r.jct_s > 0 ? r.chain_floor_s / r.jct_s : 0;

@@ -14,13 +14,13 @@ namespace dualpath::sim {
 
 const std::vector<std::string>& mode_names() {
   static const std::vector<std::string> kNames = {"basic", "layerwise", "dualpath", "full",
-                                                  "oracle"};
+                                                  "oracle",    "split"};
   return kNames;
 }
 
 Result<Mode> parse_mode(std::string_view name) {
   static const Mode kModes[] = {Mode::kBasic, Mode::kLayerwise, Mode::kDualPath, Mode::kFull,
-                                Mode::kOracle};
+                                Mode::kOracle, Mode::kSplit};
   for (size_t i = 0; i < mode_names().size(); ++i) {
     if (mode_names()[i] == name) return kModes[i];
   }
@@ -41,8 +41,16 @@ sched::PathPolicy path_policy(Mode m) {
       return sched::PathPolicy::kShortestQueue;
     case Mode::kOracle:
       return sched::PathPolicy::kNoIo;
+    case Mode::kSplit:
+      return sched::PathPolicy::kSplit;
   }
   return sched::PathPolicy::kPeOnly;
+}
+
+bool reads_on_both_sides(Mode m) {
+  const sched::PathPolicy p = path_policy(m);
+  return p == sched::PathPolicy::kAlternate || p == sched::PathPolicy::kShortestQueue ||
+         p == sched::PathPolicy::kSplit;
 }
 
 std::string_view mode_name(Mode m) { return mode_names()[static_cast<size_t>(m)]; }
@@ -292,6 +300,13 @@ Status apply_config(Config& f, SimConfig& c) {
       f.positive_number("scheduler.fetch_interval_ms", c.fetch_interval_s * 1e3, "ms") / 1e3;
   c.read_queue_depth = static_cast<int>(
       f.integer("scheduler.read_queue_depth", c.read_queue_depth, 1, 4096, "reads in flight"));
+  DP_ASSIGN_OR_RETURN(
+      c.pe_policy,
+      sched::parse_pe_policy(f.choice("scheduler.pe_policy",
+                                      std::string(sched::pe_policy_name(c.pe_policy)),
+                                      {"paper", "tail"})));
+  c.split_min_tokens = f.integer("scheduler.split_min_tokens", c.split_min_tokens, 1, INT64_MAX,
+                                 "tokens: a smaller part of a split read is not split off");
 
   c.dataset = f.string("workload.dataset", c.dataset, "32k, 48k, 64k, weka:PATH or mooncake:PATH");
   c.agents = static_cast<int>(f.integer("workload.agents", c.agents, 1, kMaxAgents, "agents"));

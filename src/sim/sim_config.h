@@ -9,6 +9,7 @@
 
 #include "common/config.h"
 #include "model/cost_model.h"
+#include "sched/pe_scheduler.h"
 #include "sched/read_path.h"
 
 namespace dualpath::sim {
@@ -21,7 +22,12 @@ enum class Mode {
   kFull,       // + the scheduler: Algorithm 1, DE two-phase, read-queue path choice,
                //   compute-quota batching (DualPath)
   kOracle,     // full, with no storage reads, no H2D/D2H and no PD transfer (zero-I/O bound)
+  kSplit,      // full, with split reads: one request's hit blocks read by both sides at once
+               //   (PAPER.md §11 future work; sched::split_read)
 };
+
+// Modes whose decode nodes read from storage too (their storage NICs count in the I/O bound).
+bool reads_on_both_sides(Mode m);
 
 // The path half of a mode: how its scheduler picks a request's read path.
 sched::PathPolicy path_policy(Mode m);
@@ -80,6 +86,10 @@ struct SimConfig {
   double z_factor = 1.05;
   double fetch_interval_s = 0.05;  // how often an engine group pulls work
   int read_queue_depth = 8;        // reads in flight per storage NIC
+  // Split reads (Mode::kSplit): a part below this many tokens is not split off a request.
+  int64_t split_min_tokens = 1024;
+  // How Algorithm 1 ranks PE engines: "paper" (prompt tokens) or "tail" (prefill work).
+  sched::PePolicy pe_policy = sched::PePolicy::kPaper;
   int max_batch_requests = 256;    // per GPU and pass without a quota
   // CNIC sharing: model traffic (EP dispatch/combine) is high priority; KV keeps this floor.
   double kv_class_floor = 0.01;
