@@ -32,6 +32,10 @@ PeParams derive_pe_params(const model::CostModel& cost, int64_t mean_cached, int
   return p;
 }
 
+double prefill_work_s(const model::CostModel& cost, int64_t cached, int64_t fresh) {
+  return cost.attention_s({cached, fresh}) + cost.linear_s(static_cast<double>(fresh));
+}
+
 std::vector<Assignment> schedule_pe(std::deque<RequestInfo>& queue,
                                     std::vector<PeEngineLoad>& engines,
                                     std::span<const int64_t> read_q_tokens,

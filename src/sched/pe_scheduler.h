@@ -47,6 +47,11 @@ PeParams derive_pe_params(const model::CostModel& cost, int64_t mean_cached, int
                           double quota_s, int group_gpus, double snic_bytes_per_s,
                           double kv_bytes_per_token, double alpha_s, double beta_s);
 
+// A request's prefill work for PePolicy::kTail (SchedRequest::pe_work_s), in GPU seconds:
+// attention over its whole context plus the linear layers of its `fresh` new tokens, at the best
+// batching (no fixed pass cost). The simulator and the live service (modeled compute) both call it.
+double prefill_work_s(const model::CostModel& cost, int64_t cached, int64_t fresh);
+
 // One fetch of a PE group: pops requests from the front of the global FIFO `queue` while some
 // engine of `engines` is not overloaded; engines on nodes with a short read queue come first,
 // then the one with the fewest tokens (kTail: the least work). `read_q_tokens` is indexed by PeEngineLoad::node.

@@ -130,6 +130,20 @@ TEST_F(Doctor, GuideKeysThatContradictOursOrEachOtherAreErrorsNamingBoth) {
       << size.status().message();
 }
 
+TEST_F(Doctor, TheSchedulersSplitModeAndTailPolicyAreReadAndABadPolicyNamesItsKey) {
+  auto cfg = read_serve_config(write(
+      "split.toml", "[scheduler]\nmode = \"split\"\npe_policy = \"tail\"\nsplit_min_tokens = 256\n"));
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  EXPECT_EQ(cfg->scheduler.mode, ServeMode::kSplit);
+  EXPECT_EQ(cfg->path_policy(), sched::PathPolicy::kSplit);
+  EXPECT_EQ(cfg->scheduler.pe_policy, sched::PePolicy::kTail);
+  EXPECT_EQ(cfg->scheduler.split_min_tokens, 256);
+  auto bad = read_serve_config(write("bad.toml", "[scheduler]\npe_policy = \"fastest\"\n"));
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("scheduler.pe_policy"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST_F(Doctor, TheGuidesSettingsJsonMapsItsIntervalAndRefusesPathWeightsWithTheReason) {
   ServeConfig cfg;
   auto refused = apply_settings_json(

@@ -192,6 +192,10 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const ServeCon
   DP_ASSIGN_OR_RETURN(engine::ModelKvShape shape, engine::model_kv_shape(cfg));
   s->layout_ = store::BlockLayout{shape.layers, cfg.block_tokens, shape.bytes_per_token_per_layer};
   s->kv_bytes_per_token_ = shape.layers * shape.bytes_per_token_per_layer;
+  if (cfg.compute == "modeled") {
+    DP_ASSIGN_OR_RETURN(model::ModelSpec preset, model::model_preset(cfg.model));
+    s->cost_.emplace(preset, cfg.hardware, cfg.efficiency);
+  }
   store::FileStoreOptions so;
   so.data_paths = cfg.data_paths;
   so.model = engine::kv_fingerprint(cfg.backend_spec());
@@ -709,6 +713,8 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
   sr.hbm_need_bytes = std::min(static_cast<double>(blocks * bt * kv_bytes_per_token_),
                                static_cast<double>(config_.engine.hbm_bytes));
   sr.path = oracle ? sched::PathRequest(sched::ReadPath::kOracle) : a.path;
+  // The tail policy's load unit; without a cost model (the CPU model) prompt tokens stand in.
+  if (cost_) sr.pe_work_s = sched::prefill_work_s(*cost_, hit, n - hit);
   a.hit = hit;
   DP_ASSIGN_OR_RETURN(a.placement, place(sr, req));
   const double queued = seconds_since(attempt_start);

@@ -41,6 +41,7 @@
 #include "engine/node_link.h"
 #include "engine/node_protocol.h"
 #include "engine/node_runtime.h"
+#include "model/cost_model.h"
 #include "sched/cluster_scheduler.h"
 #include "serve/serve_config.h"
 #include "store/file_store.h"
@@ -196,6 +197,8 @@ class SchedulerService {
   std::unique_ptr<store::FileStore> store_;  // prefix matches on the shared data paths
   store::BlockLayout layout_;
   int64_t kv_bytes_per_token_ = 0;
+  // Modeled compute: the cost model that prices each turn's prefill work (pe_policy "tail").
+  std::optional<model::CostModel> cost_;
   std::string temp_dir_;  // made (and removed) when no data path was given
 
   mutable std::mutex mu_;  // the nodes table, the scheduler, the waiters

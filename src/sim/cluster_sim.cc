@@ -370,8 +370,7 @@ void ClusterSim::on_arrive(uint32_t a) {
   hit_tokens_ += static_cast<double>(r.hit);
   // The compute floor: this turn's prefill at the best batching (no fixed pass cost); the same
   // GPU seconds are the request's work for the scheduler (PePolicy::kTail).
-  const double work =
-      cost_.attention_s({r.hit, r.new_left}) + cost_.linear_s(static_cast<double>(r.new_left));
+  const double work = sched::prefill_work_s(cost_, r.hit, r.new_left);
   compute_floor_work_s_ += work;
 
   const sched::SchedRequest request{static_cast<int64_t>(a), r.prompt, r.gen, r.hit, r.hbm_need,
