@@ -31,6 +31,13 @@ void SimFlags::add_to(CLI::App* cmd, bool offline, bool with_aps) {
   cmd->add_option("--gen-scale", gen_scale, "multiply every turn's generation length");
   cmd->add_flag("--think-time", think_time,
                 "replay recorded think times (weka traces); the paper uses none");
+  cmd->add_flag("--adaptive-pd", adaptive_pd,
+                "start from --pd and let the P/D controller move nodes between prefill and "
+                "decode as the load shifts (a node changes role once drained; [adaptive] "
+                "in the config tunes it; docs/sched.md)");
+  cmd->add_option("--switch-s", switch_s,
+                  "adaptive P/D: seconds a node takes to restart its engine in its new role "
+                  "(default 30; a changed EP size adds the weight reload); adaptive.switch_s");
   online.add_to(cmd, with_aps);
   calibration.add_to(cmd);
 }
@@ -71,6 +78,8 @@ Result<sim::SimConfig> make_sim_config(const SimFlags& a) {
   if (a.append_scale) cfg.append_scale = *a.append_scale;
   if (a.gen_scale) cfg.gen_scale = *a.gen_scale;
   if (a.think_time) cfg.think_time = true;
+  if (a.adaptive_pd) cfg.adaptive.enabled = true;
+  if (a.switch_s) cfg.adaptive.switch_s = *a.switch_s;
   DP_RETURN_IF_ERROR(a.online.apply(cfg));
   if (a.agents && cfg.online.enabled())
     return Status::invalid_argument(

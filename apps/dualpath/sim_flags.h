@@ -28,6 +28,8 @@ struct SimFlags {
   std::optional<double> append_scale;
   std::optional<double> gen_scale;
   bool think_time = false;
+  bool adaptive_pd = false;
+  std::optional<double> switch_s;
   OnlineFlags online;
   CalibrationFlags calibration;
 

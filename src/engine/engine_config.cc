@@ -193,7 +193,7 @@ Result<EngineConfig> load_engine_config(const std::string& path) {
   EngineConfig cfg;
   DP_RETURN_IF_ERROR(apply_engine_config(file, cfg));
   for (const char* section :
-       {"model", "hardware", "cluster", "workload", "scheduler", "efficiency"}) {
+       {"model", "hardware", "cluster", "workload", "scheduler", "efficiency", "adaptive"}) {
     file.ignore_section(section);
   }
   DP_RETURN_IF_ERROR(file.finish());

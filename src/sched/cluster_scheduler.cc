@@ -10,11 +10,24 @@ namespace {
 // Loads that keep an engine out of every decision: over any beta, and no HBM.
 constexpr int64_t kDeadTokens = std::numeric_limits<int64_t>::max() / 4;
 
-std::vector<std::pair<int, int>> make_groups(int nodes, int engines_per_node, int nodes_per_group) {
+// The group of each of `nodes` nodes: consecutive groups of the explicit `sizes` where given
+// (the rest, if they fall short, in groups of nodes_per_group), else of nodes_per_group.
+std::vector<int> group_of_nodes(int nodes, int nodes_per_group, const std::vector<int>& sizes) {
+  std::vector<int> group(static_cast<size_t>(nodes));
+  int n = 0, g = 0;
+  for (int size : sizes) {
+    for (int i = 0; i < size && n < nodes; ++i) group[static_cast<size_t>(n++)] = g;
+    ++g;
+  }
+  for (int first = n; n < nodes; ++n) group[static_cast<size_t>(n)] = g + (n - first) / nodes_per_group;
+  return group;
+}
+
+std::vector<std::pair<int, int>> make_groups(const std::vector<int>& group_of, int engines_per_node) {
   std::vector<std::pair<int, int>> groups;  // (first engine, count)
-  for (int n = 0; n < nodes; ++n) {
-    const int g = n / nodes_per_group;
-    if (g >= static_cast<int>(groups.size())) groups.emplace_back(n * engines_per_node, 0);
+  for (size_t n = 0; n < group_of.size(); ++n) {
+    if (group_of[n] >= static_cast<int>(groups.size()))
+      groups.emplace_back(static_cast<int>(n) * engines_per_node, 0);
     groups.back().second += engines_per_node;
   }
   return groups;
@@ -25,11 +38,13 @@ std::vector<std::pair<int, int>> make_groups(int nodes, int engines_per_node, in
 ClusterScheduler::ClusterScheduler(const ClusterShape& shape, const ClusterSchedulerParams& params)
     : shape_(shape), params_(params) {
   const int P = shape.prefill_nodes, D = shape.decode_nodes;
+  const std::vector<int> pe_group = group_of_nodes(P, shape.pe_ep_nodes, shape.pe_group_nodes);
+  const std::vector<int> de_group = group_of_nodes(D, shape.de_ep_nodes, shape.de_group_nodes);
   for (int n = 0; n < P; ++n) {
     for (int i = 0; i < shape.pe_engines_per_node; ++i) {
       Pe e;
       e.node = n;
-      e.group = n / shape.pe_ep_nodes;
+      e.group = pe_group[static_cast<size_t>(n)];
       e.load = {n, 0, 0};
       pes_.push_back(e);
     }
@@ -38,14 +53,17 @@ ClusterScheduler::ClusterScheduler(const ClusterShape& shape, const ClusterSched
     for (int i = 0; i < shape.de_engines_per_node; ++i) {
       De e;
       e.node = P + n;
-      e.group = n / shape.de_ep_nodes;
-      e.load = {0, 0, params.de_hbm_bytes};
+      e.group = de_group[static_cast<size_t>(n)];
+      const auto g = static_cast<size_t>(e.group);
+      e.hbm_budget = g < params.de_group_hbm_bytes.size() ? params.de_group_hbm_bytes[g]
+                                                          : params.de_hbm_bytes;
+      e.load = {0, 0, e.hbm_budget};
       des_.push_back(e);
     }
   }
-  for (auto [first, count] : make_groups(P, shape.pe_engines_per_node, shape.pe_ep_nodes))
+  for (auto [first, count] : make_groups(pe_group, shape.pe_engines_per_node))
     pe_groups_.push_back({first, count});
-  for (auto [first, count] : make_groups(D, shape.de_engines_per_node, shape.de_ep_nodes))
+  for (auto [first, count] : make_groups(de_group, shape.de_engines_per_node))
     de_groups_.push_back({first, count});
   de_private_.resize(de_groups_.size());
   ledger_.assign(static_cast<size_t>(P + D), 0);
@@ -196,8 +214,8 @@ FetchResult ClusterScheduler::fetch_unlogged() {
     de_queue_.push_back(p);
   }
   rotation_++;
-  // DE phase 1: drain the global queue to the least-loaded group.
-  if (!de_queue_.empty()) {
+  // DE phase 1: drain the global queue to the least-loaded live group (none live: it waits).
+  if (!de_queue_.empty() && live_de_engines() > 0) {
     std::vector<int64_t> sums(de_groups_.size(), 0);
     for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
       bool any_alive = false;
@@ -300,6 +318,58 @@ void ClusterScheduler::set_reported_read_queue(int node, int64_t tokens) {
 void ClusterScheduler::set_node_alive(int node, bool alive) {
   log(SchedulerEvent::Kind::kNodeAlive, node, 0, 0, alive);
   alive_[static_cast<size_t>(node)] = alive;
+  if (alive) return;
+  // A DE group with no live node left: its private queue goes back to the global one, in order
+  // and ahead of the requests that came later.
+  for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
+    bool any_alive = false;
+    for (int i = 0; i < de_groups_[gi].count; ++i)
+      any_alive = any_alive || alive_[static_cast<size_t>(de_node_of(de_groups_[gi].first + i))];
+    if (any_alive || de_private_[gi].empty()) continue;
+    auto& q = de_private_[gi];
+    for (auto r = q.rbegin(); r != q.rend(); ++r) {
+      auto it = de_waiting_.find(r->id);
+      de_queue_.push_front(std::move(it->second));
+      de_waiting_.erase(it);
+    }
+    q.clear();
+  }
+}
+
+double ClusterScheduler::outstanding_pe_work() const {
+  double w = assigned_pe_work();
+  for (const Pending& p : pe_queue_) w += p.request.pe_work();
+  return w;
+}
+
+double ClusterScheduler::assigned_pe_work() const {
+  double w = 0;
+  for (const Pe& e : pes_) w += e.load.work;
+  return w;
+}
+
+size_t ClusterScheduler::waiting_for_de() const { return queued() - pe_queue_.size(); }
+
+int ClusterScheduler::live_pe_engines() const {
+  int n = 0;
+  for (const Pe& e : pes_) n += alive_[static_cast<size_t>(e.node)] ? 1 : 0;
+  return n;
+}
+
+int ClusterScheduler::live_de_engines() const {
+  int n = 0;
+  for (const De& e : des_) n += alive_[static_cast<size_t>(e.node)] ? 1 : 0;
+  return n;
+}
+
+double ClusterScheduler::de_hbm_used_fraction() const {
+  double budget = 0, free = 0;
+  for (const De& e : des_) {
+    if (!alive_[static_cast<size_t>(e.node)]) continue;
+    budget += e.hbm_budget;
+    free += std::max(0.0, e.load.free_hbm_bytes);
+  }
+  return budget > 0 ? std::clamp(1.0 - free / budget, 0.0, 1.0) : 0.0;
 }
 
 namespace {

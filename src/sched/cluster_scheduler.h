@@ -41,6 +41,10 @@ struct ClusterShape {
   int de_engines_per_node = 1;
   int pe_ep_nodes = 1;  // nodes per PE group
   int de_ep_nodes = 1;  // nodes per DE group
+  // Explicit group sizes in nodes, consecutive from the first node of the role (they must add
+  // up to prefill_nodes / decode_nodes); empty: groups of pe_ep_nodes / de_ep_nodes. Groups of
+  // different sizes are the adaptive P/D layouts' (sim/, sched/pd_controller.h).
+  std::vector<int> pe_group_nodes{}, de_group_nodes{};
 };
 
 // How engines are chosen: the paper's scheduler (Algorithm 1 for PEs at each fetch, the DE
@@ -54,6 +58,8 @@ struct ClusterSchedulerParams {
   PeParams pe;
   DeParams de;
   double de_hbm_bytes = 0;  // KV budget of one DE engine's HBM
+  // Per DE group (its EP size sets the HBM left for KV); empty: de_hbm_bytes for every group.
+  std::vector<double> de_group_hbm_bytes{};
   // Split reads (PathPolicy::kSplit, or a request's forced kSplit path): blocks are this many
   // tokens, and a part below split_min_tokens is not split off (split_read). A forced split
   // splits any hit of two blocks or more.
@@ -176,7 +182,9 @@ class ClusterScheduler {
   void set_reported_read_queue(int node, int64_t tokens);
   // The read queue a decision sees: the larger of the ledger and the report.
   int64_t read_queue(int node) const;
-  // Live: a dead node's engines get no new work (a re-registered one gets work again).
+  // Live: a dead node's engines get no new work (a re-registered one gets work again). A DE
+  // group left with no live node gives its private queue back to the global DE queue, so that
+  // its waiting requests go to another group (or wait for one to come back).
   void set_node_alive(int node, bool alive);
   bool node_alive(int node) const { return alive_[static_cast<size_t>(node)]; }
   // Removes a request still queued (PE or DE side); false when it is not queued. A request
@@ -184,6 +192,18 @@ class ClusterScheduler {
   bool cancel_queued(int64_t request_id);
   // The PE engine a queued request was assigned to, or -1 when none yet.
   int queued_pe(int64_t request_id) const;
+
+  // Pressure, for the P/D controller (pd_controller.h): the prefill work (SchedRequest::pe_work)
+  // not finished yet, queued or assigned to any PE; the requests with a PE that wait for a DE
+  // (DE HBM); and the live engines of each role.
+  double outstanding_pe_work() const;
+  // Of it, the work already assigned to PE engines (committed: those requests also hold a DE).
+  double assigned_pe_work() const;
+  size_t waiting_for_de() const;
+  int live_pe_engines() const;
+  int live_de_engines() const;
+  // The share of the live DE engines' KV budget that is reserved, in [0, 1].
+  double de_hbm_used_fraction() const;
 
   // Records every call and answer into `log` (nullptr: none). The log must outlive the calls.
   void record_to(std::vector<SchedulerEvent>* log) { log_ = log; }
@@ -200,6 +220,7 @@ class ClusterScheduler {
   struct De {
     int node = 0, group = 0;
     DeEngineLoad load;
+    double hbm_budget = 0;
   };
   struct Group {
     int first = 0, count = 0;

@@ -124,7 +124,7 @@ Result<ServeConfig> read_serve_config(const std::string& path) {
   DP_RETURN_IF_ERROR(apply_serve_config(file, cfg));
   DP_RETURN_IF_ERROR(apply_guide_config(file, cfg));
   // The simulator's sections and keys, read by `dualpath sim` from the same file.
-  for (const char* section : {"workload", "online"}) file.ignore_section(section);
+  for (const char* section : {"workload", "online", "adaptive"}) file.ignore_section(section);
   for (const char* key : {"cluster.pe_buffer_gb", "cluster.de_buffer_gb", "cluster.hbm_reserved_gb",
                           "cluster.basic_prefill_kv_gb"}) {
     file.ignore_key(key);

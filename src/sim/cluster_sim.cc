@@ -30,6 +30,8 @@ enum Kind : uint32_t {
   kDecodeStart,  // a = agent: the KV is in DE HBM
   kDecodeDone,   // a = DE engine, b = server version
   kCheck,        // online: the stop rule and the working-set sample
+  kPdCheck,      // adaptive P/D: the controller decides
+  kActivate,     // a = virtual group: its engines run in their new role
 };
 
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
@@ -103,6 +105,8 @@ struct PeGroup {
 };
 
 struct DeEngine {
+  int ep_gpus = 1;         // of its EP group (the weights' spread: decode step time, HBM)
+  double hbm_budget = 0;   // its KV budget
   uint32_t node = 0, group = 0;
   PsServer decode;
   double ctx_sum = 0;
@@ -171,6 +175,19 @@ class ClusterSim {
   void on_write_done(uint32_t node, uint64_t version);
   SimResult collect(double wall_s);
   void collect_latencies(SimResult& res) const;
+  // Adaptive P/D.
+  void build_layouts();
+  void on_pd_check();
+  void begin_transition(int to);
+  void advance_transition();
+  void kill_group(int g);
+  bool drained(int g) const;
+  void free_group(int g);
+  void on_activate(int g);
+  void record_pd_point();
+  void count_open(uint32_t vnode, int delta) {
+    vgroups_[static_cast<size_t>(vgroup_of_vnode_[vnode])].open += delta;
+  }
 
   const SimConfig& cfg_;
   const std::vector<AgentPlan>& agents_;
@@ -231,24 +248,84 @@ class ClusterSim {
   int64_t engine_passes_ = 0, quota_bound_engine_passes_ = 0;
   double ready_requests_ = 0, batched_requests_ = 0;
   std::vector<double> prompt_by_bucket_;
+
+  // The scheduler's nodes are virtual: one per physical node and EP group it can be in (every
+  // group of every layout the run may use; a static run has one layout, so virtual = physical).
+  // Only one virtual node of a physical node is alive at a time, and only once the one before
+  // it has drained, so each keeps its own NIC and buffer models without double counting.
+  struct VGroup {
+    bool prefill = true;
+    std::vector<uint32_t> phys;
+    uint32_t first_vnode = 0, vnodes = 0;
+    int ep_gpus = 0;
+    uint32_t sim_group = 0;  // its index among pe_groups_ (prefill) or DE groups
+    int open = 0;            // requests placed on it whose part on it has not finished
+    bool alive = false;
+    double alive_since = 0, alive_s = 0;
+  };
+  struct Transition {
+    bool active = false;
+    int to = -1, stage = 0, activated = 0;
+    double started = 0;
+    std::vector<int> leave_pe, leave_de, join, freed, scheduled;
+  };
+  int phys_nodes_ = 0;
+  std::vector<VGroup> vgroups_;
+  std::vector<std::vector<int>> layout_groups_;  // per layout (prefill nodes ascending)
+  std::vector<int> layout_pe_gpus_;
+  std::vector<uint32_t> phys_of_;     // virtual node -> physical node
+  std::vector<int> vgroup_of_vnode_;  // virtual node -> its group
+  std::vector<int> owner_;            // physical node -> the group it runs in, -1 switching
+  std::vector<int> left_group_;       // physical node -> the group it last left
+  std::vector<double> freed_at_;
+  int layout_ = 0;
+  Transition tr_;
+  double last_change_ = -1;  // when the last change ended; -1: none yet
+  std::vector<RoleChange> role_changes_, ep_regroups_;
+  std::vector<PdPoint> pd_points_;
 };
 
 void ClusterSim::build() {
   const int g = cfg_.hw.gpus_per_node;
-  const int P = cfg_.prefill_nodes, D = cfg_.decode_nodes;
+  build_layouts();
+  int P = 0, D = 0;  // virtual nodes
+  std::vector<int> pe_sizes, de_sizes;
+  std::vector<double> de_budgets;
+  for (const VGroup& vg : vgroups_) (vg.prefill ? P : D) += static_cast<int>(vg.vnodes);
+  phys_of_.resize(static_cast<size_t>(P + D));
+  vgroup_of_vnode_.resize(static_cast<size_t>(P + D));
+  {
+    uint32_t next_pe = 0, next_de = static_cast<uint32_t>(P), pe_group = 0, de_group = 0;
+    for (size_t gi = 0; gi < vgroups_.size(); ++gi) {
+      VGroup& vg = vgroups_[gi];
+      vg.first_vnode = vg.prefill ? next_pe : next_de;
+      (vg.prefill ? next_pe : next_de) += vg.vnodes;
+      vg.sim_group = vg.prefill ? pe_group++ : de_group++;
+      (vg.prefill ? pe_sizes : de_sizes).push_back(static_cast<int>(vg.vnodes));
+      if (!vg.prefill)
+        de_budgets.push_back(cost_.hbm_kv_budget_bytes(vg.ep_gpus, cfg_.hbm_reserved_bytes));
+      for (uint32_t i = 0; i < vg.vnodes; ++i) {
+        phys_of_[vg.first_vnode + i] = vg.phys[i];
+        vgroup_of_vnode_[vg.first_vnode + i] = static_cast<int>(gi);
+      }
+    }
+  }
   nodes_.reserve(static_cast<size_t>(P + D));
   for (int n = 0; n < P + D; ++n) {
     nodes_.emplace_back(static_cast<size_t>(cfg_.read_queue_depth));
     nodes_.back().prefill = n < P;
     nodes_.back().buffer_cap = n < P ? cfg_.pe_buffer_bytes : cfg_.de_buffer_bytes;
   }
-  // PE engines and EP groups (a group of pe_ep_nodes nodes; the last one may be smaller).
-  for (int n = 0; n < P; ++n) {
-    for (int i = 0; i < g; ++i) {
-      PeEngine e;
-      e.node = static_cast<uint32_t>(n);
-      e.group = static_cast<uint32_t>(n / cfg_.pe_ep_nodes);
-      pes_.push_back(std::move(e));
+  // PE engines and EP groups (the groups of every layout; a static run's last may be smaller).
+  for (const VGroup& vg : vgroups_) {
+    if (!vg.prefill) continue;
+    for (uint32_t v = vg.first_vnode; v < vg.first_vnode + vg.vnodes; ++v) {
+      for (int i = 0; i < g; ++i) {
+        PeEngine e;
+        e.node = v;
+        e.group = vg.sim_group;
+        pes_.push_back(std::move(e));
+      }
     }
   }
   for (uint32_t i = 0; i < pes_.size(); ++i) {
@@ -258,19 +335,30 @@ void ClusterSim::build() {
   }
   for (auto& grp : pe_groups_) grp.batches.resize(grp.count);
 
-  de_ep_gpus_ = std::min(cfg_.de_ep_nodes, D) * g;
-  de_hbm_budget_ = cost_.hbm_kv_budget_bytes(de_ep_gpus_, cfg_.hbm_reserved_bytes);
-  pe_hbm_budget_ = std::min(
-      cfg_.basic_prefill_kv_bytes,
-      cost_.hbm_kv_budget_bytes(std::min(cfg_.pe_ep_nodes, P) * g, cfg_.hbm_reserved_bytes));
-  for (int n = 0; n < D; ++n) {
-    for (int i = 0; i < g; ++i) {
-      DeEngine e;
-      e.node = static_cast<uint32_t>(P + n);
-      e.group = static_cast<uint32_t>(n / cfg_.de_ep_nodes);
-      des_.push_back(std::move(e));
+  de_ep_gpus_ = 0;
+  de_hbm_budget_ = std::numeric_limits<double>::infinity();
+  for (const VGroup& vg : vgroups_) {
+    if (vg.prefill) continue;
+    const double budget = de_budgets[vg.sim_group];
+    // The chain floor takes the fastest decode (the widest group); a request's HBM need is
+    // capped by the smallest budget, so that it fits any group.
+    de_ep_gpus_ = std::max(de_ep_gpus_, vg.ep_gpus);
+    de_hbm_budget_ = std::min(de_hbm_budget_, budget);
+    for (uint32_t v = vg.first_vnode; v < vg.first_vnode + vg.vnodes; ++v) {
+      for (int i = 0; i < g; ++i) {
+        DeEngine e;
+        e.node = v;
+        e.group = vg.sim_group;
+        e.ep_gpus = vg.ep_gpus;
+        e.hbm_budget = budget;
+        des_.push_back(std::move(e));
+      }
     }
   }
+  pe_hbm_budget_ = std::min(
+      cfg_.basic_prefill_kv_bytes,
+      cost_.hbm_kv_budget_bytes(std::min(cfg_.pe_ep_nodes, cfg_.prefill_nodes) * g,
+                                cfg_.hbm_reserved_bytes));
 
   // alpha: tokens a node reads in 3 s; beta: prompt tokens one GPU prefills in 5 s, for the
   // workload's mean turn (PAPER.md §8.5 profiles both; we take them from the cost model).
@@ -298,6 +386,8 @@ void ClusterSim::build() {
   shape.pe_engines_per_node = shape.de_engines_per_node = g;
   shape.pe_ep_nodes = cfg_.pe_ep_nodes;
   shape.de_ep_nodes = cfg_.de_ep_nodes;
+  shape.pe_group_nodes = pe_sizes;
+  shape.de_group_nodes = de_sizes;
   sched::ClusterSchedulerParams sp;
   sp.engines = scheduled() ? sched::EnginePolicy::kPaper : sched::EnginePolicy::kRoundRobin;
   sp.paths = path_policy(cfg_.mode);
@@ -305,10 +395,28 @@ void ClusterSim::build() {
   sp.pe.policy = cfg_.pe_policy;
   sp.de = {.z_factor = cfg_.z_factor};
   sp.de_hbm_bytes = de_hbm_budget_;
+  sp.de_group_hbm_bytes = de_budgets;
   sp.block_tokens = cfg_.block_tokens;
   sp.split_min_tokens = cfg_.split_min_tokens;
   sched_ = std::make_unique<sched::ClusterScheduler>(shape, sp);
   if (opt_.on_scheduler) opt_.on_scheduler(*sched_);
+  // The groups of the starting layout run; the others wait for the controller.
+  owner_.assign(static_cast<size_t>(phys_nodes_), -1);
+  left_group_.assign(static_cast<size_t>(phys_nodes_), -1);
+  freed_at_.assign(static_cast<size_t>(phys_nodes_), 0.0);
+  for (int gi : layout_groups_[static_cast<size_t>(layout_)]) {
+    vgroups_[static_cast<size_t>(gi)].alive = true;
+    for (uint32_t p : vgroups_[static_cast<size_t>(gi)].phys) owner_[p] = gi;
+  }
+  for (const VGroup& vg : vgroups_) {
+    if (vg.alive) continue;
+    for (uint32_t v = vg.first_vnode; v < vg.first_vnode + vg.vnodes; ++v)
+      sched_->set_node_alive(static_cast<int>(v), false);
+  }
+  if (cfg_.adaptive.enabled) {
+    record_pd_point();
+    events_.push(cfg_.adaptive.controller.interval_s, kPdCheck, 0);
+  }
 
   reqs_.resize(agents_.size());
   agent_finish_.assign(agents_.size(), 0.0);
@@ -459,6 +567,7 @@ void ClusterSim::assign_pe(uint32_t a, uint32_t pe) {
   r.pe = pe;
   r.t_pe = now_;
   pes_[pe].fifo.push_back(a);
+  count_open(pes_[pe].node, +1);
 }
 
 void ClusterSim::reserve_round_robin(uint32_t a, uint32_t de) {
@@ -479,6 +588,7 @@ void ClusterSim::after_assigned(uint32_t a, const sched::Placement& p) {
   Req& r = reqs_[a];
   r.t_assigned = r.t_admitted = r.t_read_start = now_;
   r.path = p.path;
+  count_open(des_[r.de].node, +1);
   if (oracle()) {
     read_finished(a);
     return;
@@ -705,6 +815,7 @@ void ClusterSim::on_pass_done(uint32_t gi) {
 void ClusterSim::prefill_finished(uint32_t a) {
   Req& r = reqs_[a];
   r.prefilled = true;
+  count_open(pes_[r.pe].node, -1);
   r.t_first = now_;  // the PE samples the first token at the end of the last layer
   record_first_token(r);
   if (!oracle() && r.pe_hit > 0) {
@@ -742,7 +853,7 @@ void ClusterSim::grant_reservations(uint32_t de) {
     uint32_t a = e.reserve_wait.front();
     Req& r = reqs_[a];
     const double free = sched_->hbm_free(static_cast<int>(de));
-    if (free < r.hbm_need && free < de_hbm_budget_) break;
+    if (free < r.hbm_need && free < e.hbm_budget) break;
     e.reserve_wait.pop_front();
     sched_->reserve_hbm(static_cast<int>(de), r.hbm_need);
     r.hbm_reserved = true;
@@ -762,7 +873,7 @@ void ClusterSim::on_decode_start(uint32_t a) {
   DeEngine& e = des_[r.de];
   e.decode.advance(now_);
   double step = cost_.decode_step_s(static_cast<int>(e.decode.active()) + 1,
-                                    e.ctx_sum + static_cast<double>(r.prompt), de_ep_gpus_);
+                                    e.ctx_sum + static_cast<double>(r.prompt), e.ep_gpus);
   ttst_.push_back({now_ + step, static_cast<float>(now_ + step - r.t_first)});
   if (r.gen <= 1) {
     finish_turn(a);
@@ -777,7 +888,7 @@ void ClusterSim::reschedule_decode(uint32_t de) {
   DeEngine& e = des_[de];
   e.decode.advance(now_);
   size_t n = e.decode.active();
-  double step = n > 0 ? cost_.decode_step_s(static_cast<int>(n), e.ctx_sum, de_ep_gpus_) : 0.0;
+  double step = n > 0 ? cost_.decode_step_s(static_cast<int>(n), e.ctx_sum, e.ep_gpus) : 0.0;
   e.decode.set_rate(step > 0 ? 1.0 / step : 0.0);
   double t = e.decode.next_departure();
   if (std::isfinite(t)) events_.push(t, kDecodeDone, de, e.decode.version());
@@ -795,6 +906,7 @@ void ClusterSim::on_decode_done(uint32_t de, uint64_t version) {
 
 void ClusterSim::finish_turn(uint32_t a) {
   Req& r = reqs_[a];
+  count_open(des_[r.de].node, -1);
   sched_->turn_finished(static_cast<int>(r.de), r.prompt + r.gen,
                         r.hbm_reserved ? r.hbm_need : 0.0);
   r.hbm_reserved = false;
@@ -909,6 +1021,213 @@ void ClusterSim::on_write_done(uint32_t node, uint64_t version) {
   reschedule_writes(node);
 }
 
+// The layouts a run may use: its own static split, and with adaptive P/D every static split of
+// the same nodes that can run (the EP groups hold the weights), prefill nodes ascending. Their
+// distinct groups become the scheduler's virtual node groups.
+void ClusterSim::build_layouts() {
+  phys_nodes_ = cfg_.prefill_nodes + cfg_.decode_nodes;
+  std::vector<sched::PdLayout> layouts;
+  if (cfg_.adaptive.enabled) {
+    for (int p = 1; p < phys_nodes_; ++p) {
+      SimConfig c = cfg_;
+      c.prefill_nodes = p;
+      c.decode_nodes = phys_nodes_ - p;
+      c.adaptive.enabled = false;
+      c.fit_ep_groups();
+      if (!c.validate().is_ok()) continue;
+      if (p == cfg_.prefill_nodes) layout_ = static_cast<int>(layouts.size());
+      layouts.push_back(sched::static_pd_layout(phys_nodes_, p, c.pe_ep_nodes, c.de_ep_nodes));
+    }
+  } else {
+    layouts.push_back(sched::static_pd_layout(phys_nodes_, cfg_.prefill_nodes, cfg_.pe_ep_nodes,
+                                              cfg_.de_ep_nodes));
+  }
+  const int g = cfg_.hw.gpus_per_node;
+  for (const sched::PdLayout& l : layouts) {
+    std::vector<int> ids;
+    int pe_gpus = 0;
+    for (const sched::PdGroup& pg : l.groups) {
+      int id = -1;
+      for (size_t i = 0; i < vgroups_.size(); ++i) {
+        const VGroup& v = vgroups_[i];
+        if (v.prefill == pg.prefill && static_cast<int>(v.phys.front()) == pg.first_node &&
+            static_cast<int>(v.vnodes) == pg.nodes)
+          id = static_cast<int>(i);
+      }
+      if (id < 0) {
+        VGroup v;
+        v.prefill = pg.prefill;
+        for (int n = pg.first_node; n < pg.first_node + pg.nodes; ++n)
+          v.phys.push_back(static_cast<uint32_t>(n));
+        v.vnodes = static_cast<uint32_t>(pg.nodes);
+        v.ep_gpus = pg.nodes * g;
+        id = static_cast<int>(vgroups_.size());
+        vgroups_.push_back(std::move(v));
+      }
+      ids.push_back(id);
+      if (pg.prefill) pe_gpus += pg.nodes * g;
+    }
+    layout_groups_.push_back(std::move(ids));
+    layout_pe_gpus_.push_back(pe_gpus);
+  }
+}
+
+void ClusterSim::on_pd_check() {
+  if (agents_left_ == 0) return;
+  if (!tr_.active) {
+    const double since =
+        last_change_ < 0 ? std::numeric_limits<double>::infinity() : now_ - last_change_;
+    const auto pr = sched::pd_pressure(*sched_);
+    const int next = sched::decide_pd(cfg_.adaptive.controller, pr, layout_,
+                                      static_cast<int>(layout_groups_.size()), since,
+                                      cfg_.adaptive.switch_s);
+    if (next != layout_) begin_transition(next);
+  }
+  // Nothing else pending: the run is over or stalled, and the run loop reports which.
+  if (!events_.empty() || tr_.active)
+    events_.push(now_ + cfg_.adaptive.controller.interval_s, kPdCheck, 0);
+}
+
+// The groups that leave stop taking work: prefill groups first, so that what they hold still
+// finds a DE; the decode groups that leave stop once those have drained. A node that has
+// drained restarts in its new group when all of that group's nodes have.
+void ClusterSim::begin_transition(int to) {
+  tr_ = Transition{};
+  tr_.active = true;
+  tr_.to = to;
+  tr_.started = now_;
+  const auto& cur = layout_groups_[static_cast<size_t>(layout_)];
+  const auto& next = layout_groups_[static_cast<size_t>(to)];
+  auto has = [](const std::vector<int>& v, int x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  for (int gi : cur) {
+    if (has(next, gi)) continue;
+    (vgroups_[static_cast<size_t>(gi)].prefill ? tr_.leave_pe : tr_.leave_de).push_back(gi);
+  }
+  for (int gi : next)
+    if (!has(cur, gi)) tr_.join.push_back(gi);
+  for (int gi : tr_.leave_pe) kill_group(gi);
+  tr_.stage = 1;
+  advance_transition();
+}
+
+void ClusterSim::kill_group(int gi) {
+  VGroup& vg = vgroups_[static_cast<size_t>(gi)];
+  vg.alive = false;
+  vg.alive_s += now_ - vg.alive_since;
+  for (uint32_t v = vg.first_vnode; v < vg.first_vnode + vg.vnodes; ++v)
+    sched_->set_node_alive(static_cast<int>(v), false);
+  if (sched_->has_queued()) ensure_tick();  // a dead DE group's queue went back to the global one
+}
+
+bool ClusterSim::drained(int gi) const {
+  const VGroup& vg = vgroups_[static_cast<size_t>(gi)];
+  if (vg.open > 0) return false;
+  if (vg.prefill && pe_groups_[vg.sim_group].busy) return false;
+  for (uint32_t v = vg.first_vnode; v < vg.first_vnode + vg.vnodes; ++v) {
+    const Node& nd = nodes_[v];
+    if (!nd.reads.idle() || !nd.writes.idle() || !nd.buffer_wait.empty()) return false;
+  }
+  return true;
+}
+
+void ClusterSim::free_group(int gi) {
+  tr_.freed.push_back(gi);
+  for (uint32_t p : vgroups_[static_cast<size_t>(gi)].phys) {
+    owner_[p] = -1;
+    left_group_[p] = gi;
+    freed_at_[p] = now_;
+  }
+  record_pd_point();
+}
+
+void ClusterSim::advance_transition() {
+  auto freed = [&](int gi) {
+    return std::find(tr_.freed.begin(), tr_.freed.end(), gi) != tr_.freed.end();
+  };
+  if (tr_.stage == 1) {
+    bool all = true;
+    for (int gi : tr_.leave_pe) {
+      if (freed(gi)) continue;
+      if (drained(gi)) {
+        free_group(gi);
+      } else {
+        all = false;
+      }
+    }
+    if (all) {
+      tr_.stage = 2;
+      for (int gi : tr_.leave_de) kill_group(gi);
+    }
+  }
+  if (tr_.stage == 2) {
+    for (int gi : tr_.leave_de)
+      if (!freed(gi) && drained(gi)) free_group(gi);
+  }
+  for (int gi : tr_.join) {
+    if (std::find(tr_.scheduled.begin(), tr_.scheduled.end(), gi) != tr_.scheduled.end()) continue;
+    const VGroup& vg = vgroups_[static_cast<size_t>(gi)];
+    bool ready = true, reload = false;
+    for (uint32_t p : vg.phys) {
+      ready = ready && owner_[p] < 0;
+      const int left = left_group_[p];
+      reload = reload || left < 0 || vgroups_[static_cast<size_t>(left)].ep_gpus != vg.ep_gpus;
+    }
+    if (!ready) continue;
+    // The engine restarts in its role; with a new EP size each GPU loads its new weight shard
+    // first, the node's GPUs together over its storage NIC.
+    double t = cfg_.adaptive.switch_s;
+    if (reload)
+      t += cfg_.model.weight_bytes_per_gpu(vg.ep_gpus) * cfg_.hw.gpus_per_node / snic_rate();
+    tr_.scheduled.push_back(gi);
+    events_.push(now_ + t, kActivate, static_cast<uint32_t>(gi));
+  }
+}
+
+void ClusterSim::on_activate(int gi) {
+  VGroup& vg = vgroups_[static_cast<size_t>(gi)];
+  vg.alive = true;
+  vg.alive_since = now_;
+  for (uint32_t v = vg.first_vnode; v < vg.first_vnode + vg.vnodes; ++v)
+    sched_->set_node_alive(static_cast<int>(v), true);
+  auto role = [](bool prefill) { return std::string(prefill ? "prefill" : "decode"); };
+  for (uint32_t p : vg.phys) {
+    owner_[p] = gi;
+    const VGroup& left = vgroups_[static_cast<size_t>(left_group_[p])];
+    RoleChange c{now_,       static_cast<int>(p),      role(left.prefill), role(vg.prefill),
+                 freed_at_[p] - tr_.started, now_ - freed_at_[p], left.ep_gpus, vg.ep_gpus};
+    (left.prefill == vg.prefill ? ep_regroups_ : role_changes_).push_back(std::move(c));
+  }
+  if (++tr_.activated == static_cast<int>(tr_.join.size())) {
+    layout_ = tr_.to;
+    tr_.active = false;
+    last_change_ = now_;
+  }
+  record_pd_point();
+  if (sched_->has_queued()) ensure_tick();
+}
+
+void ClusterSim::record_pd_point() {
+  PdPoint pt;
+  pt.t_s = now_;
+  for (int o : owner_) {
+    if (o < 0) {
+      pt.switching_nodes++;
+    } else {
+      (vgroups_[static_cast<size_t>(o)].prefill ? pt.prefill_nodes : pt.decode_nodes)++;
+    }
+  }
+  if (!pd_points_.empty()) {
+    const PdPoint& last = pd_points_.back();
+    if (last.prefill_nodes == pt.prefill_nodes && last.decode_nodes == pt.decode_nodes &&
+        last.switching_nodes == pt.switching_nodes)
+      return;
+    if (last.t_s == pt.t_s) pd_points_.pop_back();
+  }
+  pd_points_.push_back(pt);
+}
+
 Result<SimResult> ClusterSim::run() {
   auto wall0 = std::chrono::steady_clock::now();
   auto last_progress = wall0;
@@ -941,9 +1260,16 @@ Result<SimResult> ClusterSim::run() {
       case kCheck:
         on_check();
         break;
+      case kPdCheck:
+        on_pd_check();
+        break;
+      case kActivate:
+        on_activate(static_cast<int>(ev.a));
+        break;
       default:
         return Status::internal(fmt::format("unknown event kind {}", ev.kind));
     }
+    if (tr_.active) advance_transition();
     if (opt_.progress && (events_.popped() & 0xffff) == 0) {
       auto t = std::chrono::steady_clock::now();
       if (std::chrono::duration<double>(t - last_progress).count() >= opt_.progress_interval_s) {
@@ -1095,13 +1421,31 @@ SimResult ClusterSim::collect(double wall_s) {
 
   // Floors: storage bytes over the usable storage bandwidth of the nodes allowed to read, and
   // the prefill work at its best efficiency spread over every PE GPU.
+  // Adaptive P/D: the floors take the most PE GPUs any layout has (they stay lower bounds).
   int readers = dual() ? cfg_.prefill_nodes + cfg_.decode_nodes : cfg_.prefill_nodes;
   res.io_floor_s = res.storage_read_bytes / (snic_rate() * readers);
-  res.compute_floor_s = compute_floor_work_s_ / static_cast<double>(pes_.size());
+  res.compute_floor_s =
+      compute_floor_work_s_ /
+      static_cast<double>(*std::max_element(layout_pe_gpus_.begin(), layout_pe_gpus_.end()));
   res.chain_floor_s = chain_floor();
-  double busy = 0;
+  double busy = 0, alive_s = 0;
   for (const auto& g : pe_groups_) busy += g.busy_s;
-  res.pe_busy_fraction = now_ > 0 ? busy / (now_ * static_cast<double>(pe_groups_.size())) : 0;
+  for (const VGroup& vg : vgroups_)
+    if (vg.prefill) alive_s += vg.alive_s + (vg.alive ? now_ - vg.alive_since : 0.0);
+  res.pe_busy_fraction = alive_s > 0 ? busy / alive_s : 0;
+  res.adaptive_pd = cfg_.adaptive.enabled;
+  res.role_changes = role_changes_;
+  res.ep_regroups = ep_regroups_;
+  if (cfg_.adaptive.enabled) {
+    record_pd_point();
+    res.pd_over_time = pd_points_;
+    // The end of the run, as a last point.
+    if (res.pd_over_time.back().t_s < now_) {
+      PdPoint end = res.pd_over_time.back();
+      end.t_s = now_;
+      res.pd_over_time.push_back(end);
+    }
+  }
 
   // Time series and SNIC balance: max/avg of per-node read throughput over the nodes allowed to
   // read, averaged over the buckets of the busy period (the first 90 % of the run; the drain at
@@ -1114,9 +1458,13 @@ SimResult ClusterSim::collect(double wall_s) {
     TimePoint tp;
     tp.t_s = static_cast<double>(b) * cfg_.timeseries_bucket_s;
     double total = 0, mx = 0;
-    for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
-      const auto& v = nodes_[static_cast<size_t>(n)].read_bytes_by_bucket;
-      double bytes = b < v.size() ? v[b] : 0.0;
+    std::vector<double> phys_bytes(static_cast<size_t>(phys_nodes_), 0.0);
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      const auto& v = nodes_[n].read_bytes_by_bucket;
+      phys_bytes[phys_of_[n]] += b < v.size() ? v[b] : 0.0;
+    }
+    for (int n = 0; n < phys_nodes_; ++n) {
+      const double bytes = phys_bytes[static_cast<size_t>(n)];
       tp.snic_read_gbps.push_back(bytes * 8 / 1e9 / cfg_.timeseries_bucket_s);
       if (n < readers) {
         total += bytes;

@@ -76,6 +76,23 @@ struct TimePoint {
   double prompt_tokens_per_s = 0;
 };
 
+// Adaptive P/D (AdaptivePdConfig): one node's change, effective at t_s, when its engine runs in
+// its new group. drain_s: from the controller's decision to the node's last work done; switch_s:
+// from then to t_s (the engine restart, plus the weight reload when the EP size changed).
+struct RoleChange {
+  double t_s = 0;
+  int node = 0;  // physical node
+  std::string from, to;  // "prefill" | "decode"
+  double drain_s = 0, switch_s = 0;
+  int ep_gpus_from = 0, ep_gpus_to = 0;
+};
+
+// The physical nodes in each role from t_s on; switching: drained and not yet running again.
+struct PdPoint {
+  double t_s = 0;
+  int prefill_nodes = 0, decode_nodes = 0, switching_nodes = 0;
+};
+
 struct SimResult {
   std::string mode, model, pd, dataset;
   int agents = 0;
@@ -146,7 +163,12 @@ struct SimResult {
   double quota_bound_fraction = 0;
   uint64_t sim_events = 0;
   double wall_s = 0;
-  std::vector<TimePoint> timeseries;
+  std::vector<TimePoint> timeseries;  // snic_read_gbps per physical node
+  // Adaptive P/D: the role changes, the nodes that stayed in their role but joined an EP group
+  // of another size (ep_regroups), and the split over time (its first point is the start).
+  bool adaptive_pd = false;
+  std::vector<RoleChange> role_changes, ep_regroups;
+  std::vector<PdPoint> pd_over_time;
 };
 
 struct SimOptions {

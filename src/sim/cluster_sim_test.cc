@@ -154,9 +154,9 @@ TEST(ClusterSim, NoRunBeatsItsIoComputeOrChainFloor) {
     cfg.mode = static_cast<Mode>(rng() % 5);
     cfg.prefill_nodes = 1 + static_cast<int>(rng() % 3);
     cfg.decode_nodes = 1 + static_cast<int>(rng() % 3);
-    if (std::string(m) == "ds660b") {  // 671 GB of weights need two nodes per EP group
-      cfg.prefill_nodes = std::max(cfg.prefill_nodes, 2);
-      cfg.decode_nodes = std::max(cfg.decode_nodes, 2);
+    if (std::string(m) == "ds660b") {  // 671 GB of weights need two nodes per EP group (each)
+      cfg.prefill_nodes = std::max(2, cfg.prefill_nodes / 2 * 2);
+      cfg.decode_nodes = std::max(2, cfg.decode_nodes / 2 * 2);
     }
     cfg.hw.snic_bytes_per_s = (5 + static_cast<double>(rng() % 60)) * 1e9;
     cfg.agents = 8 + static_cast<int>(rng() % 64);
@@ -213,6 +213,86 @@ TEST(ClusterSim, RejectsAnEpGroupTooSmallForTheWeights) {
   s = cfg.validate();
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("at any EP size"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace dualpath::sim
+
+namespace dualpath::sim {
+namespace {
+
+// Adaptive P/D: DS 27B on 3 nodes (EP groups of one node) from the prefill-heavy 2P1D. The
+// controller hands a node to decode once decode fills; every turn still finishes, every hit is
+// read once, and the split always accounts for all 3 nodes.
+TEST(ClusterSimAdaptive, AChangeDrainsRestartsAndLosesNoTurn) {
+  SimConfig cfg = *default_sim_config("ds27b");
+  cfg.dataset = "48k";
+  cfg.agents = 1024;  // enough to fill the decode node (docs/sched.md's run)
+  cfg.prefill_nodes = 2;
+  cfg.decode_nodes = 1;
+  cfg.adaptive.enabled = true;
+  ASSERT_TRUE(cfg.validate().is_ok()) << cfg.validate().to_string();
+  auto agents = *build_agents(cfg);
+  int64_t turns = 0;
+  for (const auto& a : agents) turns += static_cast<int64_t>(a.turns.size());
+  auto r = simulate(cfg, agents);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->turns, turns);
+  EXPECT_NEAR(r->storage_read_bytes / expected_hit_bytes(cfg, agents), 1.0, 1e-9);
+  ASSERT_TRUE(r->adaptive_pd);
+  ASSERT_FALSE(r->role_changes.empty());
+  const RoleChange& c = r->role_changes.front();
+  EXPECT_EQ(c.node, 1);  // the second prefill node becomes the second decode node
+  EXPECT_EQ(c.from, "prefill");
+  EXPECT_EQ(c.to, "decode");
+  EXPECT_NEAR(c.switch_s, cfg.adaptive.switch_s, 1e-9);  // same EP size: no reload
+  EXPECT_GE(c.drain_s, 0);
+  ASSERT_GE(r->pd_over_time.size(), 3u);
+  EXPECT_EQ(r->pd_over_time.front().prefill_nodes, 2);
+  for (const PdPoint& p : r->pd_over_time)
+    EXPECT_EQ(p.prefill_nodes + p.decode_nodes + p.switching_nodes, 3) << p.t_s;
+  EXPECT_EQ(r->pd_over_time.back().prefill_nodes, 1);
+  EXPECT_EQ(r->pd_over_time.back().decode_nodes, 2);
+  // Deterministic: the same run again gives the same JCT and changes.
+  auto again = simulate(cfg, agents);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->jct_s, r->jct_s);
+  EXPECT_EQ(again->role_changes.size(), r->role_changes.size());
+}
+
+TEST(ClusterSimAdaptive, ANewEpSizeReloadsTheWeightsAndRoundRobinModesAreRefused) {
+  SimConfig cfg = *default_sim_config("ds660b");
+  cfg.dataset = "64k";
+  cfg.agents = 1024;
+  cfg.prefill_nodes = 4;
+  cfg.decode_nodes = 2;
+  cfg.adaptive.enabled = true;
+  auto r = simulate(cfg, *build_agents(cfg));
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  // 4P2D -> 2P4D: nodes 2, 3 change role; nodes 4, 5 go from an EP-16 to an EP-32 decode group.
+  ASSERT_EQ(r->role_changes.size(), 2u);
+  ASSERT_EQ(r->ep_regroups.size(), 2u);
+  EXPECT_EQ(r->ep_regroups[0].ep_gpus_from, 16);
+  EXPECT_EQ(r->ep_regroups[0].ep_gpus_to, 32);
+  EXPECT_GT(r->ep_regroups[0].switch_s, cfg.adaptive.switch_s);  // + the weight reload
+
+  cfg.mode = Mode::kBasic;
+  Status s = cfg.validate();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("adaptive.enabled"), std::string::npos) << s.message();
+}
+
+TEST(SimConfig, ALastEpGroupTooSmallForTheWeightsIsRefusedWithTheFix) {
+  SimConfig cfg = *default_sim_config("ds660b");  // prefill EP groups of 2 nodes
+  cfg.prefill_nodes = 3;
+  cfg.decode_nodes = 3;
+  cfg.fit_ep_groups();
+  Status s = cfg.validate();
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("last group of 1 node"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("cluster.pe_ep_nodes"), std::string::npos) << s.message();
+  cfg.pe_ep_nodes = 3;
+  EXPECT_TRUE(cfg.validate().is_ok()) << cfg.validate().to_string();
 }
 
 }  // namespace

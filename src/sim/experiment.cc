@@ -192,6 +192,33 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
       {"sim_events", r.sim_events},
       {"wall_s", r.wall_s},
   };
+  if (r.adaptive_pd) {
+    auto changes = [](const std::vector<RoleChange>& v) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const RoleChange& c : v) {
+        a.push_back({{"t_s", c.t_s},
+                     {"node", c.node},
+                     {"from", c.from},
+                     {"to", c.to},
+                     {"drain_s", c.drain_s},
+                     {"switch_s", c.switch_s},
+                     {"ep_gpus_from", c.ep_gpus_from},
+                     {"ep_gpus_to", c.ep_gpus_to}});
+      }
+      return a;
+    };
+    j["adaptive_pd"] = true;
+    j["role_changes"] = changes(r.role_changes);
+    j["ep_regroups"] = changes(r.ep_regroups);
+    nlohmann::json pd = nlohmann::json::array();
+    for (const PdPoint& p : r.pd_over_time) {
+      pd.push_back({{"t_s", p.t_s},
+                    {"prefill_nodes", p.prefill_nodes},
+                    {"decode_nodes", p.decode_nodes},
+                    {"switching_nodes", p.switching_nodes}});
+    }
+    j["pd_over_time"] = pd;
+  }
   if (with_timeseries) {
     nlohmann::json ts = nlohmann::json::array();
     for (const auto& p : r.timeseries) {
@@ -309,6 +336,18 @@ std::string result_table(const SimResult& r) {
       fmt::format("{:.1f} of {:.1f} ready requests; {:.0f} % cut by the quota",
                   r.batched_requests_per_engine_pass, r.ready_requests_per_engine_pass,
                   100 * r.quota_bound_fraction));
+  if (r.adaptive_pd) {
+    std::string pd;
+    for (const PdPoint& p : r.pd_over_time) {
+      pd += fmt::format("{}{:.0f}s {}P{}D{}", pd.empty() ? "" : ", ", p.t_s, p.prefill_nodes,
+                        p.decode_nodes,
+                        p.switching_nodes > 0 ? fmt::format("+{} switching", p.switching_nodes)
+                                              : "");
+    }
+    row("adaptive P/D", fmt::format("{} role changes, {} EP regroups", r.role_changes.size(),
+                                    r.ep_regroups.size()));
+    row("  split over time", pd);
+  }
   row("simulated events", fmt::format("{} in {:.2f} s wall", r.sim_events, r.wall_s));
   return s;
 }

@@ -6,7 +6,8 @@ namespace dualpath::sim {
 
 Result<PlanRecommendation> recommend_pd(const SimConfig& base, int total_nodes, double pd_min,
                                         double pd_max,
-                                        const std::function<void(const PlanCandidate&)>& on_candidate) {
+                                        const std::function<void(const PlanCandidate&)>& on_candidate,
+                                        bool adaptive) {
   if (total_nodes < 2)
     return Status::invalid_argument(fmt::format(
         "--nodes {} is too few: a P/D split needs at least 2 nodes (one of each)", total_nodes));
@@ -44,6 +45,21 @@ Result<PlanRecommendation> recommend_pd(const SimConfig& base, int total_nodes, 
     return Status::invalid_argument(fmt::format(
         "no split of {} nodes can run; 1P{}D: {}", total_nodes, total_nodes - 1,
         rec.candidates.front().infeasible));
+  }
+  if (!adaptive) return rec;
+  for (const PlanCandidate& c : rec.candidates) {
+    if (!c.infeasible.empty()) continue;
+    SimConfig cfg = base;
+    cfg.prefill_nodes = c.prefill_nodes;
+    cfg.decode_nodes = c.decode_nodes;
+    cfg.adaptive.enabled = true;
+    auto r = simulate(cfg, agents);
+    if (!r.is_ok()) return r.status().with_context(cfg.pd_label() + " adaptive");
+    rec.adaptive.push_back({c.prefill_nodes, c.decode_nodes, std::move(*r)});
+    const auto& last = rec.adaptive.back();
+    if (rec.best_adaptive < 0 ||
+        last.result.jct_s < rec.adaptive[static_cast<size_t>(rec.best_adaptive)].result.jct_s)
+      rec.best_adaptive = static_cast<int>(rec.adaptive.size() - 1);
   }
   return rec;
 }

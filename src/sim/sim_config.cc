@@ -56,6 +56,9 @@ bool reads_on_both_sides(Mode m) {
 std::string_view mode_name(Mode m) { return mode_names()[static_cast<size_t>(m)]; }
 
 void SimConfig::fit_ep_groups() {
+  // Adaptive P/D keeps the full sizes: each layout it may move to groups its own nodes by them
+  // (sched::static_pd_layout clamps per layout), as that split run statically would.
+  if (adaptive.enabled) return;
   pe_ep_nodes = std::min(pe_ep_nodes, prefill_nodes);
   de_ep_nodes = std::min(de_ep_nodes, decode_nodes);
 }
@@ -231,8 +234,21 @@ Status SimConfig::validate() const {
   for (auto [role, ep_nodes, nodes, key] :
        {std::tuple{"prefill", pe_ep_nodes, prefill_nodes, "cluster.pe_ep_nodes"},
         std::tuple{"decode", de_ep_nodes, decode_nodes, "cluster.de_ep_nodes"}}) {
-    int gpus = std::min(ep_nodes, nodes) * hw.gpus_per_node;
+    // Groups of ep_nodes consecutive nodes; where that does not divide the nodes, the last
+    // group is smaller, and it must hold the weights too.
+    const int whole = std::min(ep_nodes, nodes);
+    const int last = nodes % whole;
+    const int smallest = last > 0 ? last : whole;
+    int gpus = smallest * hw.gpus_per_node;
     if (cost.hbm_kv_budget_bytes(gpus, hbm_reserved_bytes) <= 0) {
+      if (last > 0 && cost.hbm_kv_budget_bytes(whole * hw.gpus_per_node, hbm_reserved_bytes) > 0)
+        return Status::invalid_argument(fmt::format(
+            "{}: {} {} nodes in EP groups of {} ({} = {}) leave a last group of {} node(s), whose "
+            "{} GPUs cannot hold {:.0f} GB of {} weights each plus the {:.0f} GB reserve; use a "
+            "{} node count that is a multiple of {}, or set {} to {}",
+            model.name, nodes, role, whole, key, ep_nodes, last, gpus,
+            model.weight_bytes_per_gpu(gpus) / 1e9, model.name, hbm_reserved_bytes / 1e9, role,
+            whole, key, nodes));
       // Each GPU holds the replicated weights whole and its share of the sharded ones.
       double replicated = model.replicated_weight_bytes();
       double room = hw.hbm_bytes - hbm_reserved_bytes - replicated;
@@ -251,6 +267,28 @@ Status SimConfig::validate() const {
           model.weight_bytes_per_gpu(gpus) / 1e9, model.name, hbm_reserved_bytes / 1e9,
           need_gpus, (need_gpus + hw.gpus_per_node - 1) / hw.gpus_per_node, role));
     }
+  }
+  if (adaptive.enabled) {
+    DP_RETURN_IF_ERROR(need(mode == Mode::kFull || mode == Mode::kSplit || mode == Mode::kOracle,
+                            fmt::format("adaptive P/D (adaptive.enabled, --adaptive-pd) needs the "
+                                        "paper's scheduler, whose queues it reads; mode '{}' "
+                                        "places round robin: use mode full, split or oracle",
+                                        mode_name(mode))));
+    const auto& a = adaptive.controller;
+    for (auto [v, name] : {std::pair{a.interval_s, "adaptive.interval_s"},
+                           std::pair{a.prefill_high_s, "adaptive.prefill_high_s"},
+                           std::pair{a.prefill_low_s, "adaptive.prefill_low_s"}})
+      DP_RETURN_IF_ERROR(need(v > 0, fmt::format("{} = {} must be > 0 (seconds)", name, v)));
+    DP_RETURN_IF_ERROR(need(a.prefill_low_s <= a.prefill_high_s,
+                            fmt::format("adaptive.prefill_low_s = {} is above adaptive."
+                                        "prefill_high_s = {}: the low mark must not exceed the "
+                                        "high one, or the controller would flip back and forth",
+                                        a.prefill_low_s, a.prefill_high_s)));
+    DP_RETURN_IF_ERROR(need(a.decode_room > 0 && a.decode_room <= 1,
+                            fmt::format("adaptive.decode_room = {}: give a share of DE HBM in "
+                                        "(0, 1], e.g. 0.5", a.decode_room)));
+    DP_RETURN_IF_ERROR(need(a.hold_s >= 0 && adaptive.switch_s >= 0,
+                            "adaptive.hold_s and adaptive.switch_s must be >= 0 (seconds)"));
   }
   return Status::ok();
 }
@@ -327,6 +365,20 @@ Status apply_config(Config& f, SimConfig& c) {
   o.steady_tolerance = f.positive_number("online.steady_tolerance", o.steady_tolerance);
   o.check_interval_s = f.positive_number("online.check_interval_s", o.check_interval_s, "seconds");
   o.time_scale = f.positive_number("online.time_scale", o.time_scale);
+
+  AdaptivePdConfig& ad = c.adaptive;
+  ad.enabled = f.boolean("adaptive.enabled", ad.enabled);
+  ad.switch_s = f.non_negative_number("adaptive.switch_s", ad.switch_s,
+                                      "seconds to restart an engine in its new role");
+  auto& ctl = ad.controller;
+  ctl.interval_s = f.positive_number("adaptive.interval_s", ctl.interval_s, "seconds");
+  ctl.prefill_high_s = f.positive_number("adaptive.prefill_high_s", ctl.prefill_high_s,
+                                         "seconds of prefill backlog");
+  ctl.prefill_low_s = f.positive_number("adaptive.prefill_low_s", ctl.prefill_low_s,
+                                        "seconds of prefill backlog");
+  ctl.decode_room = f.positive_number("adaptive.decode_room", ctl.decode_room,
+                                      "share of DE HBM, e.g. 0.5");
+  ctl.hold_s = f.non_negative_number("adaptive.hold_s", ctl.hold_s, "seconds");
 
   model::apply_efficiency_config(f, c.eff);
   return Status::ok();

@@ -9,6 +9,7 @@
 
 #include "common/config.h"
 #include "model/cost_model.h"
+#include "sched/pd_controller.h"
 #include "sched/pe_scheduler.h"
 #include "sched/read_path.h"
 
@@ -60,6 +61,17 @@ struct OnlineConfig {
   bool enabled() const { return aps > 0; }
 };
 
+// Adaptive P/D (sched/pd_controller.h): the run starts at prefill_nodes/decode_nodes and the
+// controller moves between the static splits of the same nodes that can run. A node changes role
+// once its work has drained; it then restarts its engine in the new role (switch_s: the weights
+// stay in HBM when its EP size is unchanged) and, when its EP group's size changes, reloads its
+// weight shard over its storage NIC first.
+struct AdaptivePdConfig {
+  bool enabled = false;
+  double switch_s = 30;
+  sched::PdControllerParams controller;
+};
+
 struct SimConfig {
   model::ModelSpec model;
   model::HardwareSpec hw;
@@ -104,6 +116,7 @@ struct SimConfig {
   bool think_time = false;
   int first_round_tokens = 64;  // the synthetic first round (PAPER.md §9)
   OnlineConfig online;
+  AdaptivePdConfig adaptive;
 
   // Outputs.
   double timeseries_bucket_s = 10.0;
