@@ -50,7 +50,7 @@ TEST(PdController, MovesTowardPrefillOnlyWhenDecodeHasRoomAndBackWhenDecodeWaits
   EXPECT_EQ(decide_pd(p, {2, 2, 5, 1.0}, 0, 2, never, sw), 0);  // no layout with less prefill
 }
 
-ClusterSchedulerParams params(double hbm) {
+ClusterSchedulerParams pd_params(double hbm) {
   ClusterSchedulerParams p;
   p.pe = {.alpha_tokens = 1000, .beta_tokens = 100000};
   p.de_hbm_bytes = hbm;
@@ -60,7 +60,7 @@ ClusterSchedulerParams params(double hbm) {
 TEST(PdPressure, ReadsTheBacklogPerLiveEngineTheDeWaitersAndHbmUse) {
   ClusterShape shape{.prefill_nodes = 2, .decode_nodes = 1, .pe_engines_per_node = 1,
                      .de_engines_per_node = 1};
-  ClusterScheduler s(shape, params(100));
+  ClusterScheduler s(shape, pd_params(100));
   for (int64_t id = 0; id < 4; ++id) s.submit({id, 100, 10, 0, 40, {}, 3.0});
   PdPressure before = pd_pressure(s);
   EXPECT_DOUBLE_EQ(before.prefill_backlog_s, 4 * 3.0 / 2);
@@ -82,7 +82,7 @@ TEST(ClusterScheduler, ADeGroupThatLeavesHandsItsQueuedRequestsToAnotherGroup) {
   // Two DE groups of different sizes and budgets (an adaptive layout's).
   ClusterShape shape{.prefill_nodes = 1, .decode_nodes = 3, .pe_engines_per_node = 1,
                      .de_engines_per_node = 1, .de_group_nodes = {1, 2}};
-  ClusterSchedulerParams p = params(0);
+  ClusterSchedulerParams p = pd_params(0);
   p.de_group_hbm_bytes = {50, 30};
   ClusterScheduler s(shape, p);
   EXPECT_DOUBLE_EQ(s.hbm_free(0), 50);
