@@ -253,6 +253,17 @@ TEST(ClusterSimAdaptive, AChangeDrainsRestartsAndLosesNoTurn) {
     EXPECT_EQ(p.prefill_nodes + p.decode_nodes + p.switching_nodes, 3) << p.t_s;
   EXPECT_EQ(r->pd_over_time.back().prefill_nodes, 1);
   EXPECT_EQ(r->pd_over_time.back().decode_nodes, 2);
+  // The JSON contract (issue 20's interface): role_changes with time, node, from, to, and
+  // pd_over_time.
+  const auto j = result_to_json(*r);
+  ASSERT_EQ(j.at("role_changes").size(), r->role_changes.size());
+  const auto& jc = j.at("role_changes").at(0);
+  EXPECT_DOUBLE_EQ(jc.at("time").get<double>(), c.t_s);
+  EXPECT_EQ(jc.at("node").get<int>(), 1);
+  EXPECT_EQ(jc.at("from").get<std::string>(), "prefill");
+  EXPECT_EQ(jc.at("to").get<std::string>(), "decode");
+  EXPECT_EQ(j.at("pd_over_time").size(), r->pd_over_time.size());
+  EXPECT_EQ(j.at("pd_over_time").at(0).at("prefill_nodes").get<int>(), 2);
   // Deterministic: the same run again gives the same JCT and changes.
   auto again = simulate(cfg, agents);
   ASSERT_TRUE(again.is_ok());

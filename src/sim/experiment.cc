@@ -197,6 +197,7 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
       nlohmann::json a = nlohmann::json::array();
       for (const RoleChange& c : v) {
         a.push_back({{"t_s", c.t_s},
+                     {"time", c.t_s},  // the name for it; t_s as every other time here
                      {"node", c.node},
                      {"from", c.from},
                      {"to", c.to},
