@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 
 namespace dualpath::sched {
 
@@ -10,16 +11,11 @@ namespace {
 // Loads that keep an engine out of every decision: over any beta, and no HBM.
 constexpr int64_t kDeadTokens = std::numeric_limits<int64_t>::max() / 4;
 
-// The group of each of `nodes` nodes: consecutive groups of the explicit `sizes` where given
-// (the rest, if they fall short, in groups of nodes_per_group), else of nodes_per_group.
-std::vector<int> group_of_nodes(int nodes, int nodes_per_group, const std::vector<int>& sizes) {
-  std::vector<int> group(static_cast<size_t>(nodes));
-  int n = 0, g = 0;
-  for (int size : sizes) {
-    for (int i = 0; i < size && n < nodes; ++i) group[static_cast<size_t>(n++)] = g;
-    ++g;
-  }
-  for (int first = n; n < nodes; ++n) group[static_cast<size_t>(n)] = g + (n - first) / nodes_per_group;
+// The group of each node, from the groups' sizes in nodes.
+std::vector<int> group_of_nodes(const std::vector<int>& sizes) {
+  std::vector<int> group;
+  for (size_t g = 0; g < sizes.size(); ++g)
+    group.insert(group.end(), static_cast<size_t>(sizes[g]), static_cast<int>(g));
   return group;
 }
 
@@ -35,11 +31,27 @@ std::vector<std::pair<int, int>> make_groups(const std::vector<int>& group_of, i
 
 }  // namespace
 
+std::vector<int> ep_group_sizes(int nodes, int nodes_per_group) {
+  std::vector<int> sizes;
+  const int per = std::max(1, nodes_per_group);
+  for (int n = 0; n < nodes; n += per) sizes.push_back(std::min(per, nodes - n));
+  return sizes;
+}
+
 ClusterScheduler::ClusterScheduler(const ClusterShape& shape, const ClusterSchedulerParams& params)
     : shape_(shape), params_(params) {
   const int P = shape.prefill_nodes, D = shape.decode_nodes;
-  const std::vector<int> pe_group = group_of_nodes(P, shape.pe_ep_nodes, shape.pe_group_nodes);
-  const std::vector<int> de_group = group_of_nodes(D, shape.de_ep_nodes, shape.de_group_nodes);
+  // Explicit sizes count only where they add up to the role's nodes.
+  auto sizes = [](const std::vector<int>& explicit_sizes, int nodes, int per_group) {
+    return std::accumulate(explicit_sizes.begin(), explicit_sizes.end(), 0) == nodes &&
+                   !explicit_sizes.empty()
+               ? explicit_sizes
+               : ep_group_sizes(nodes, per_group);
+  };
+  const std::vector<int> pe_group =
+      group_of_nodes(sizes(shape.pe_group_nodes, P, shape.pe_ep_nodes));
+  const std::vector<int> de_group =
+      group_of_nodes(sizes(shape.de_group_nodes, D, shape.de_ep_nodes));
   for (int n = 0; n < P; ++n) {
     for (int i = 0; i < shape.pe_engines_per_node; ++i) {
       Pe e;
@@ -215,19 +227,20 @@ FetchResult ClusterScheduler::fetch_unlogged() {
   }
   rotation_++;
   // DE phase 1: drain the global queue to the least-loaded live group (none live: it waits).
-  if (!de_queue_.empty() && live_de_engines() > 0) {
+  if (!de_queue_.empty()) {
     std::vector<int64_t> sums(de_groups_.size(), 0);
+    bool any_group = false;
     for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
-      bool any_alive = false;
-      for (int i = 0; i < de_groups_[gi].count; ++i) {
-        const De& e = des_[static_cast<size_t>(de_groups_[gi].first + i)];
-        sums[gi] += e.load.tok;
-        any_alive = any_alive || alive_[static_cast<size_t>(e.node)];
+      if (!de_group_alive(gi)) {
+        sums[gi] = kDeadTokens;
+        continue;
       }
+      any_group = true;
+      for (int i = 0; i < de_groups_[gi].count; ++i)
+        sums[gi] += des_[static_cast<size_t>(de_groups_[gi].first + i)].load.tok;
       for (const auto& r : de_private_[gi]) sums[gi] += r.tokens;
-      if (!any_alive) sums[gi] = kDeadTokens;
     }
-    while (!de_queue_.empty()) {
+    while (any_group && !de_queue_.empty()) {
       Pending p = de_queue_.front();
       de_queue_.pop_front();
       const auto gi = static_cast<size_t>(pick_de_group(sums));
@@ -322,10 +335,7 @@ void ClusterScheduler::set_node_alive(int node, bool alive) {
   // A DE group with no live node left: its private queue goes back to the global one, in order
   // and ahead of the requests that came later.
   for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
-    bool any_alive = false;
-    for (int i = 0; i < de_groups_[gi].count; ++i)
-      any_alive = any_alive || alive_[static_cast<size_t>(de_node_of(de_groups_[gi].first + i))];
-    if (any_alive || de_private_[gi].empty()) continue;
+    if (de_private_[gi].empty() || de_group_alive(gi)) continue;
     auto& q = de_private_[gi];
     for (auto r = q.rbegin(); r != q.rend(); ++r) {
       auto it = de_waiting_.find(r->id);
@@ -334,6 +344,13 @@ void ClusterScheduler::set_node_alive(int node, bool alive) {
     }
     q.clear();
   }
+}
+
+bool ClusterScheduler::de_group_alive(size_t group) const {
+  const Group& grp = de_groups_[group];
+  for (int i = 0; i < grp.count; ++i)
+    if (alive_[static_cast<size_t>(de_node_of(grp.first + i))]) return true;
+  return false;
 }
 
 double ClusterScheduler::outstanding_pe_work() const {
@@ -353,12 +370,6 @@ size_t ClusterScheduler::waiting_for_de() const { return queued() - pe_queue_.si
 int ClusterScheduler::live_pe_engines() const {
   int n = 0;
   for (const Pe& e : pes_) n += alive_[static_cast<size_t>(e.node)] ? 1 : 0;
-  return n;
-}
-
-int ClusterScheduler::live_de_engines() const {
-  int n = 0;
-  for (const De& e : des_) n += alive_[static_cast<size_t>(e.node)] ? 1 : 0;
   return n;
 }
 

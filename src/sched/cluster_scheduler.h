@@ -42,10 +42,17 @@ struct ClusterShape {
   int pe_ep_nodes = 1;  // nodes per PE group
   int de_ep_nodes = 1;  // nodes per DE group
   // Explicit group sizes in nodes, consecutive from the first node of the role (they must add
-  // up to prefill_nodes / decode_nodes); empty: groups of pe_ep_nodes / de_ep_nodes. Groups of
-  // different sizes are the adaptive P/D layouts' (sim/, sched/pd_controller.h).
+  // up to prefill_nodes / decode_nodes); empty (or not adding up): groups of pe_ep_nodes /
+  // de_ep_nodes (ep_group_sizes). Groups of different sizes are the adaptive P/D layouts'
+  // (sim/, sched/pd_controller.h).
   std::vector<int> pe_group_nodes{}, de_group_nodes{};
 };
+
+// The EP groups of `nodes` nodes of one role, as node counts: consecutive groups of
+// `nodes_per_group`, the last one smaller where that does not divide `nodes` (clamped to at least
+// one node per group). ClusterShape's default groups, a static P/D layout's (pd_controller.h) and
+// the simulator's check that every group holds the weights all take their groups from here.
+std::vector<int> ep_group_sizes(int nodes, int nodes_per_group);
 
 // How engines are chosen: the paper's scheduler (Algorithm 1 for PEs at each fetch, the DE
 // two-phase scheduler with HBM reservation), or round robin at submission (the baselines; HBM
@@ -195,13 +202,12 @@ class ClusterScheduler {
 
   // Pressure, for the P/D controller (pd_controller.h): the prefill work (SchedRequest::pe_work)
   // not finished yet, queued or assigned to any PE; the requests with a PE that wait for a DE
-  // (DE HBM); and the live engines of each role.
+  // (DE HBM); and the live PE engines.
   double outstanding_pe_work() const;
   // Of it, the work already assigned to PE engines (committed: those requests also hold a DE).
   double assigned_pe_work() const;
   size_t waiting_for_de() const;
   int live_pe_engines() const;
-  int live_de_engines() const;
   // The share of the live DE engines' KV budget that is reserved, in [0, 1].
   double de_hbm_used_fraction() const;
 
@@ -231,6 +237,7 @@ class ClusterScheduler {
   };
 
   std::optional<Placement> submit_unlogged(const SchedRequest& request);
+  bool de_group_alive(size_t group) const;  // some node of the DE group is alive
   FetchResult fetch_unlogged();
   void log(SchedulerEvent::Kind kind, int index, int64_t tokens, double bytes, bool alive);
   Placement complete(const Pending& p, int de);

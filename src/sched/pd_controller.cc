@@ -11,9 +11,10 @@ PdLayout static_pd_layout(int nodes, int prefill_nodes, int pe_ep_nodes, int de_
   l.prefill_nodes = prefill_nodes;
   l.decode_nodes = nodes - prefill_nodes;
   auto add = [&](bool prefill, int first, int count, int per_group) {
-    per_group = std::max(1, std::min(per_group, count));
-    for (int n = first; n < first + count; n += per_group)
-      l.groups.push_back({prefill, n, std::min(per_group, first + count - n)});
+    for (int size : ep_group_sizes(count, std::min(per_group, count))) {
+      l.groups.push_back({prefill, first, size});
+      first += size;
+    }
   };
   add(true, 0, prefill_nodes, pe_ep_nodes);
   add(false, prefill_nodes, nodes - prefill_nodes, de_ep_nodes);

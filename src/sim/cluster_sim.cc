@@ -128,9 +128,7 @@ class ClusterSim {
  private:
   bool layerwise() const { return cfg_.mode != Mode::kBasic; }
   bool dual() const { return reads_on_both_sides(cfg_.mode); }
-  bool scheduled() const {
-    return cfg_.mode == Mode::kFull || cfg_.mode == Mode::kOracle || cfg_.mode == Mode::kSplit;
-  }
+  bool scheduled() const { return uses_paper_scheduler(cfg_.mode); }
   bool oracle() const { return cfg_.mode == Mode::kOracle; }
   uint32_t pe_node_of(uint32_t pe) const { return pes_[pe].node; }
   uint32_t de_node_of(uint32_t de) const { return des_[de].node; }
@@ -1077,8 +1075,7 @@ void ClusterSim::on_pd_check() {
   if (!tr_.active) {
     const double since =
         last_change_ < 0 ? std::numeric_limits<double>::infinity() : now_ - last_change_;
-    const auto pr = sched::pd_pressure(*sched_);
-    const int next = sched::decide_pd(cfg_.adaptive.controller, pr, layout_,
+    const int next = sched::decide_pd(cfg_.adaptive.controller, sched::pd_pressure(*sched_), layout_,
                                       static_cast<int>(layout_groups_.size()), since,
                                       cfg_.adaptive.switch_s);
     if (next != layout_) begin_transition(next);

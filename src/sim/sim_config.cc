@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "model/cost_config.h"
+#include "sched/cluster_scheduler.h"
 
 namespace dualpath::sim {
 
@@ -45,6 +46,10 @@ sched::PathPolicy path_policy(Mode m) {
       return sched::PathPolicy::kSplit;
   }
   return sched::PathPolicy::kPeOnly;
+}
+
+bool uses_paper_scheduler(Mode m) {
+  return m == Mode::kFull || m == Mode::kOracle || m == Mode::kSplit;
 }
 
 bool reads_on_both_sides(Mode m) {
@@ -234,11 +239,11 @@ Status SimConfig::validate() const {
   for (auto [role, ep_nodes, nodes, key] :
        {std::tuple{"prefill", pe_ep_nodes, prefill_nodes, "cluster.pe_ep_nodes"},
         std::tuple{"decode", de_ep_nodes, decode_nodes, "cluster.de_ep_nodes"}}) {
-    // Groups of ep_nodes consecutive nodes; where that does not divide the nodes, the last
-    // group is smaller, and it must hold the weights too.
+    // Groups of ep_nodes consecutive nodes (sched::ep_group_sizes); where that does not divide
+    // the nodes, the last group is smaller, and it must hold the weights too.
     const int whole = std::min(ep_nodes, nodes);
-    const int last = nodes % whole;
-    const int smallest = last > 0 ? last : whole;
+    const int smallest = sched::ep_group_sizes(nodes, whole).back();
+    const int last = smallest < whole ? smallest : 0;
     int gpus = smallest * hw.gpus_per_node;
     if (cost.hbm_kv_budget_bytes(gpus, hbm_reserved_bytes) <= 0) {
       if (last > 0 && cost.hbm_kv_budget_bytes(whole * hw.gpus_per_node, hbm_reserved_bytes) > 0)
@@ -269,7 +274,7 @@ Status SimConfig::validate() const {
     }
   }
   if (adaptive.enabled) {
-    DP_RETURN_IF_ERROR(need(mode == Mode::kFull || mode == Mode::kSplit || mode == Mode::kOracle,
+    DP_RETURN_IF_ERROR(need(uses_paper_scheduler(mode),
                             fmt::format("adaptive P/D (adaptive.enabled, --adaptive-pd) needs the "
                                         "paper's scheduler, whose queues it reads; mode '{}' "
                                         "places round robin: use mode full, split or oracle",

@@ -27,6 +27,9 @@ enum class Mode {
                //   (PAPER.md §11 future work; sched::split_read)
 };
 
+// Modes placed by the paper's scheduler (Algorithm 1, DE two-phase; the others round robin).
+bool uses_paper_scheduler(Mode m);
+
 // Modes whose decode nodes read from storage too (their storage NICs count in the I/O bound).
 bool reads_on_both_sides(Mode m);
 
