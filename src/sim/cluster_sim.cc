@@ -214,6 +214,8 @@ class ClusterSim {
   std::deque<FirstToken> first_tokens_;
   std::deque<Sample> ttst_, tpot_;
   std::deque<Sample> turn_time_;  // arrival to the end of the turn, at its end
+  // When each agent's last turn ended; +inf while it runs (an online run stops with agents
+  // still running, and the timeseries counts them).
   std::vector<double> agent_finish_;
 
   // Online (cfg_.online.enabled() or a timestamped trace).
@@ -417,7 +419,7 @@ void ClusterSim::build() {
   }
 
   reqs_.resize(agents_.size());
-  agent_finish_.assign(agents_.size(), 0.0);
+  agent_finish_.assign(agents_.size(), std::numeric_limits<double>::infinity());
   agent_kv_tokens_.assign(agents_.size(), 0);
   for (const auto& ag : agents_) {
     if (ag.prefix_blocks.empty()) continue;

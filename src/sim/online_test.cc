@@ -62,6 +62,12 @@ TEST(OnlineSim, ReportsTheLastWindowAndItsBreakdownAddsUpToTheTtft) {
     EXPECT_EQ(r->slo_met, r->ttft.mean <= 4.0 && r->tpot.mean <= 0.05);
     EXPECT_GT(r->agents_arrived, r->agents_finished);
     EXPECT_GT(r->working_set_bytes, 0);
+    // The timeseries counts the agents still running when the run stops (it once counted only
+    // those that had finished, so its last buckets fell towards zero).
+    ASSERT_GE(r->timeseries.size(), 2u);
+    const double last = r->timeseries[r->timeseries.size() - 2].running_agents;
+    EXPECT_GT(last, 0.5 * r->running_agents_mean);
+    EXPECT_LT(last, 1.5 * r->running_agents_mean);
   }
 }
 
