@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "engine/wire.h"
@@ -100,7 +102,11 @@ Status NodeLink::send(const Json& message, Duration timeout) {
 }
 
 Result<Json> NodeLink::call(const Json& request, Duration timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  return call(request, timeout, Progress{});
+}
+
+Result<Json> NodeLink::call(const Json& request, Duration timeout, const Progress& progress) {
+  const auto start = std::chrono::steady_clock::now();
   Json message = request;
   uint64_t id = 0;
   {
@@ -117,14 +123,23 @@ Result<Json> NodeLink::call(const Json& request, Duration timeout) {
     pending_.erase(id);
     return Status::unavailable(sent.message()).with_context(name_);
   }
-  cv_.wait_until(lock, deadline, [&] { return pending_[id].has_value() || !closed_.is_ok(); });
+  const auto done = [&] { return pending_[id].has_value() || !closed_.is_ok(); };
+  // Progress only moves the deadline later; it is re-read each time the deadline passes.
+  const auto deadline = [&] { return (progress ? std::max(start, progress()) : start) + timeout; };
+  for (auto d = deadline(); !done() && std::chrono::steady_clock::now() < d; d = deadline()) {
+    cv_.wait_until(lock, d, done);
+  }
   std::optional<Json> reply = std::move(pending_[id]);
   pending_.erase(id);
   if (!reply) {
     if (!closed_.is_ok()) return closed_;
-    return Status::timed_out(fmt::format("{}: no reply to '{}' within {:.1f} s", name_,
-                                         WireReader(request, "call").str_or("cmd", "?"),
-                                         to_seconds(timeout)));
+    const std::string cmd = WireReader(request, "call").str_or("cmd", "?");
+    if (progress) {
+      return Status::timed_out(fmt::format("{}: neither a reply to '{}' nor progress for {:.1f} s",
+                                           name_, cmd, to_seconds(timeout)));
+    }
+    return Status::timed_out(
+        fmt::format("{}: no reply to '{}' within {:.1f} s", name_, cmd, to_seconds(timeout)));
   }
   DP_RETURN_IF_ERROR(reply_status(*reply, name_));
   return std::move(reply).value();

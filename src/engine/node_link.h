@@ -10,6 +10,7 @@
 // When the socket closes (the node died) or close() is called, every waiting and later call
 // fails with kUnavailable at once.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -39,6 +40,13 @@ class NodeLink {
   // Sends `request` (a "cmd" and its fields) with a fresh call id and waits for its reply until
   // `timeout`; a reply with "ok": false becomes its Status (code range-checked).
   Result<Json> call(const Json& request, Duration timeout);
+  // The time of a long call's latest sign of progress (e.g. a decode's last token event); read
+  // on the calling thread while it waits, so it must not block (an atomic load).
+  using Progress = std::function<std::chrono::steady_clock::time_point()>;
+  // Like call(), for a call whose length is not bounded (a decode of many tokens): it times out
+  // only after `timeout` with neither a reply nor progress, i.e. at max(start, progress()) +
+  // `timeout`. A node that keeps streaming is never cut off; one that stops is, as before.
+  Result<Json> call(const Json& request, Duration timeout, const Progress& progress);
   // Sends without waiting (e.g. "quit").
   Status send(const Json& message, Duration timeout);
   // Fails every waiting and later call with `why` (kUnavailable), e.g. when the node's lease
@@ -70,10 +78,14 @@ class NodeLink {
 // The typed calls of the protocol (node_protocol.h): `cmd` with the request's fields, the reply
 // parsed without exceptions, e.g. call_node<PrefillReply>(link, "prefill", request, timeout).
 template <class Reply, class Request>
-Result<Reply> call_node(NodeLink& link, const char* cmd, const Request& request, Duration timeout) {
+Result<Reply> call_node(NodeLink& link,
+                        const char* cmd,
+                        const Request& request,
+                        Duration timeout,
+                        const NodeLink::Progress& progress = {}) {
   Json message = request.to_json();
   message["cmd"] = cmd;
-  DP_ASSIGN_OR_RETURN(Json reply, link.call(message, timeout));
+  DP_ASSIGN_OR_RETURN(Json reply, link.call(message, timeout, progress));
   return Reply::from_json(reply);
 }
 

@@ -119,6 +119,9 @@ struct SchedulerService::Attempt {
   int64_t base = 0;
   bool decoding = false;                 // guarded by mu
   std::atomic<bool> prefilled{false};    // release/acquire: read by mark_dead
+  // When the decode's latest token event arrived (steady clock ticks; 0: none yet). Relaxed: it
+  // only moves the decode call's deadline (NodeLink::call with progress).
+  std::atomic<Clock::rep> last_event{0};
   const TurnRequest* request = nullptr;  // valid until `closed` (run_turn's caller owns it)
   bool fault_fired = false;              // guarded by mu
   bool closed = false;                   // guarded by mu: the attempt is over, deliver nothing more
@@ -503,6 +506,7 @@ void SchedulerService::on_node_message(int sched_node, const Json& msg) {
       if (it != attempts_.end()) a = it->second;
     }
     if (a == nullptr) return;  // a late event of a finished attempt
+    a->last_event.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     std::vector<int32_t> fresh;
     bool fire = false;
     // The client's callbacks run under the attempt's lock, so that once the attempt is closed
@@ -868,8 +872,13 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
           kCleanupTimeout);
     });
   }
+  // A decode's length grows with its tokens, so its call is timed from its last token event: a
+  // node that keeps streaming is never cut off (a long generation would otherwise be retried
+  // from scratch, and time out again), one that stops streaming is.
   engine::DecodeRequest dec{a.id, pre_out->first_token};
-  auto dec_out = engine::call_node<engine::DecodeReply>(*de_link, "decode", dec, call_timeout);
+  auto dec_out = engine::call_node<engine::DecodeReply>(
+      *de_link, "decode", dec, call_timeout,
+      [&a] { return Clock::time_point(Clock::duration(a.last_event.load(std::memory_order_relaxed))); });
   if (!dec_out.is_ok()) {
     cleanup(dec_out.status());
     return dec_out.status();
