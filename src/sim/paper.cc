@@ -78,6 +78,24 @@ std::string capacity_label(const SimConfig& c) {
   return fmt::format("{} {} {} {}", c.model.name, c.dataset, c.pd_label(), mode_name(c.mode));
 }
 
+// The SLO capacity (APS) the search found for `model`'s P/D in `mode`; NaN if it was not run.
+double capacity_aps(const std::vector<PaperCapacity>& caps, const char* model, int p, int d,
+                    Mode mode) {
+  const std::string label = capacity_label(online_base(model, p, d, 1, mode, 1));
+  for (const auto& c : caps)
+    if (c.label == label) return c.result.aps_capacity;
+  return std::nan("");
+}
+
+// A comparison listed with its deviation and never failed (PaperCheck::informational); skipped
+// when its figure was not run.
+void add_informational(std::vector<PaperCheck>& checks, std::string name, double ours,
+                       double paper, std::string note) {
+  if (std::isnan(ours)) return;
+  checks.push_back({std::move(name), ours, paper, std::nan(""), std::nan(""), true,
+                    std::move(note), /*informational=*/true});
+}
+
 }  // namespace
 
 const std::vector<std::string>& paper_figure_names() {
@@ -396,47 +414,43 @@ std::vector<PaperCheck> paper_checks(const std::vector<PaperRun>& runs,
   // derived from approximate figure readings (DualPath ~0.45 APS, Basic 0.45 / 2.25, Fig. 7's
   // 5,365 / 19,309 and 2,917 / 10,312 s): informational.
   {
-    std::map<std::string, double> cap;
-    for (const auto& c : capacities) cap[c.label] = c.result.aps_capacity;
     struct Row {
       Mode mode;
+      const char* name;
       double paper_cap, paper_1024, paper_4096;
     };
-    const Row rows[] = {{Mode::kBasic, 0.2, 5365.0, 19309.0}, {Mode::kFull, 0.45, 2917.0, 10312.0}};
-    double marginal[2] = {std::nan(""), std::nan("")};
+    const Row rows[] = {{Mode::kBasic, "Basic", 0.2, 5365.0, 19309.0},
+                        {Mode::kFull, "DualPath", 0.45, 2917.0, 10312.0}};
+    double marginal[2], paper_marginal[2];
     for (size_t i = 0; i < 2; ++i) {
       const Row& row = rows[i];
-      const char* name = row.mode == Mode::kBasic ? "Basic" : "DualPath";
       const double j1 = jct("fig7", base("ds660b", "64k", 2, 4, 1024, row.mode, 1));
       const double j4 = jct("fig7", base("ds660b", "64k", 2, 4, 4096, row.mode, 1));
+      const double cap = capacity_aps(capacities, "ds660b", 2, 4, row.mode);
       marginal[i] = (j4 - j1) / 3072;
-      auto it = cap.find(capacity_label(online_base("ds660b", 2, 4, 1, row.mode, 1)));
-      if (it == cap.end() || std::isnan(j4)) continue;
-      checks.push_back(
-          {fmt::format("fig11 ds660b 2P4D {} capacity over its offline rate at 4,096 agents", name),
-           it->second * j4 / 4096, row.paper_cap * row.paper_4096 / 4096, std::nan(""),
-           std::nan(""), true,
-           "capacity x JCT(4096)/4096; DualPath/Basic capacity = fig7 4096 ratio x "
-           "DualPath row / Basic row (derived from figure readings)",
-           /*informational=*/true});
-      checks.push_back(
-          {fmt::format("fig11 ds660b 2P4D {} capacity over its offline marginal rate "
-                       "(1,024 to 4,096 agents)",
-                       name),
-           it->second * marginal[i], row.paper_cap * (row.paper_4096 - row.paper_1024) / 3072,
-           std::nan(""), std::nan(""), true,
-           "capacity x (JCT(4096) - JCT(1024))/3072; DualPath/Basic capacity = fig7 marginal "
-           "ratio x DualPath row / Basic row (derived from figure readings)",
-           /*informational=*/true});
+      paper_marginal[i] = (row.paper_4096 - row.paper_1024) / 3072;
+      add_informational(
+          checks,
+          fmt::format("fig11 ds660b 2P4D {} capacity over its offline rate at 4,096 agents",
+                      row.name),
+          cap * j4 / 4096, row.paper_cap * row.paper_4096 / 4096,
+          "capacity x JCT(4096)/4096; DualPath/Basic capacity = fig7 4096 ratio x "
+          "DualPath row / Basic row (derived from figure readings)");
+      add_informational(checks,
+                        fmt::format("fig11 ds660b 2P4D {} capacity over its offline marginal "
+                                    "rate (1,024 to 4,096 agents)",
+                                    row.name),
+                        cap * marginal[i], row.paper_cap * paper_marginal[i],
+                        "capacity x (JCT(4096) - JCT(1024))/3072; DualPath/Basic capacity = "
+                        "fig7 marginal ratio x DualPath row / Basic row (derived from figure "
+                        "readings)");
     }
-    if (!std::isnan(marginal[0]) && !std::isnan(marginal[1]) && marginal[1] > 0)
-      checks.push_back({"fig7 ds660b 64k marginal JCT ratio Basic/DualPath (1,024 to 4,096 agents)",
-                        marginal[0] / marginal[1], (19309.0 - 5365.0) / (10312.0 - 2917.0),
-                        std::nan(""), std::nan(""), true,
-                        "(JCT(4096) - JCT(1024)) of Basic over DualPath's: the saturated "
-                        "throughput ratio that Fig. 11's capacity ratio follows (derived from "
-                        "figure readings)",
-                        /*informational=*/true});
+    add_informational(checks,
+                      "fig7 ds660b 64k marginal JCT ratio Basic/DualPath (1,024 to 4,096 agents)",
+                      marginal[0] / marginal[1], paper_marginal[0] / paper_marginal[1],
+                      "(JCT(4096) - JCT(1024)) of Basic over DualPath's: the saturated "
+                      "throughput ratio that Fig. 11's capacity ratio follows (derived from "
+                      "figure readings)");
   }
   return checks;
 }
@@ -458,11 +472,8 @@ void online_checks(const std::vector<PaperRun>& runs, const std::vector<PaperCap
     auto it = by.find(fig + "|" + online_label(online_base(model, p, d, aps, m, 1)));
     return it == by.end() ? nullptr : it->second;
   };
-  std::map<std::string, double> cap;
-  for (const auto& c : caps) cap[c.label] = c.result.aps_capacity;
   auto capacity = [&](const OnlineRow& row, Mode m) {
-    auto it = cap.find(capacity_label(online_base(row.model, row.p, row.d, 1, m, 1)));
-    return it == cap.end() ? std::nan("") : it->second;
+    return capacity_aps(caps, row.model, row.p, row.d, m);
   };
   auto check = [&](std::string name, double ours, double paper, double low, double high,
                    std::string note = {}) {
@@ -474,9 +485,7 @@ void online_checks(const std::vector<PaperRun>& runs, const std::vector<PaperCap
     check(std::move(name), ours, paper, paper * (1 - tol), paper * (1 + tol), std::move(note));
   };
   auto info = [&](std::string name, double ours, double paper, std::string note) {
-    if (std::isnan(ours)) return;
-    checks.push_back({std::move(name), ours, paper, std::nan(""), std::nan(""), true,
-                      std::move(note), /*informational=*/true});
+    add_informational(checks, std::move(name), ours, paper, std::move(note));
   };
 
   // Fig. 11: SLO capacity and its ratios.
