@@ -29,12 +29,15 @@ NodeLink::NodeLink(std::unique_ptr<transport::OobChannel> channel,
   reader_ = std::thread([this] { read_loop(); });
 }
 
-NodeLink::~NodeLink() {
+NodeLink::~NodeLink() { stop(); }
+
+void NodeLink::stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
-  reader_.join();
+  std::lock_guard join(join_mu_);
+  if (reader_.joinable()) reader_.join();
 }
 
 void NodeLink::mark_closed(const Status& why) {

@@ -54,6 +54,12 @@ class NodeLink {
   void close(const Status& why);
   bool closed() const;
   const std::string& name() const { return name_; }
+  // Stops the reader thread and waits for it (and so for any on_message / on_closed call in
+  // progress), within the reader's poll period. Idempotent and callable from any thread but the
+  // reader's own, while other threads still hold the link; the destructor calls it. An owner
+  // whose callbacks may hold a reference to the link calls it before dropping its own, so that
+  // the last reference is never dropped on the reader thread (which cannot join itself).
+  void stop();
 
  private:
   void read_loop();
@@ -72,6 +78,7 @@ class NodeLink {
   std::map<uint64_t, std::optional<Json>> pending_;  // guarded by mu_: call id -> reply
   Status closed_;                                    // guarded by mu_: why the reader stopped
   bool stopping_ = false;                            // guarded by mu_
+  std::mutex join_mu_;  // one joiner of reader_ at a time
   std::thread reader_;
 };
 

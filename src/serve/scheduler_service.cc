@@ -245,12 +245,17 @@ SchedulerService::~SchedulerService() {
     regs.swap(registration_threads_);
   }
   for (auto& t : regs) t.join();
-  std::vector<std::shared_ptr<Node>> nodes;
+  // The reader threads are joined first, while this still holds every link: a close handler
+  // in progress (mark_dead) holds a copy of its own link, which must not be the last one.
+  std::vector<std::shared_ptr<engine::NodeLink>> links;
   {
     std::lock_guard lock(mu_);
-    nodes = nodes_;
+    for (auto& n : nodes_) links.push_back(std::move(n->link));
   }
-  for (auto& n : nodes) n->link.reset();  // joins the reader threads
+  for (auto& l : links) {
+    if (l) l->stop();
+  }
+  links.clear();
   store_.reset();
   if (!temp_dir_.empty()) {
     std::error_code ec;
@@ -273,9 +278,10 @@ void SchedulerService::shutdown(bool quit_nodes) {
   }
   cv_.notify_all();
   for (auto& n : nodes) {
-    if (n->link && !n->link->closed()) {
-      if (quit_nodes) (void)n->link->send(Json{{"type", "quit"}}, std::chrono::seconds(1));
-      n->link->close(Status::aborted("the scheduler is shutting down"));
+    const std::shared_ptr<engine::NodeLink> link = link_of(*n);
+    if (link && !link->closed()) {
+      if (quit_nodes) (void)link->send(Json{{"type", "quit"}}, std::chrono::seconds(1));
+      link->close(Status::aborted("the scheduler is shutting down"));
     }
   }
 }
@@ -287,6 +293,11 @@ int SchedulerService::sched_node_of(const NodeId& id) const {
 std::shared_ptr<SchedulerService::Node> SchedulerService::node(int sched_node) const {
   std::lock_guard lock(mu_);
   return nodes_[static_cast<size_t>(sched_node)];
+}
+
+std::shared_ptr<engine::NodeLink> SchedulerService::link_of(const Node& n) const {
+  std::lock_guard lock(mu_);
+  return n.link;
 }
 
 engine::NodeSetup SchedulerService::setup_for(const NodeId& id) const {
@@ -423,13 +434,7 @@ void SchedulerService::handle_registration(std::unique_ptr<transport::OobChannel
       std::move(channel), n->id.name(),
       [this, sched_node](const Json& msg) { on_node_message(sched_node, msg); },
       [this, sched_node, generation](const Status& why) {
-        std::shared_ptr<Node> nd = node(sched_node);
-        bool current = false;
-        {
-          std::lock_guard lock(mu_);
-          current = nd->generation == generation;
-        }
-        if (current) mark_dead(sched_node, why);
+        mark_dead(sched_node, why, generation);
       });
   // Peers: the new node connects to every live node of the other role, and they to it. This part
   // is serialised: of two nodes joining at once, the second sees the first alive.
@@ -452,7 +457,9 @@ void SchedulerService::handle_registration(std::unique_ptr<transport::OobChannel
     return;
   }
   for (const auto& o : other_nodes) {
-    auto r = o->link->call(Json{{"cmd", "peers"}, {"peers", Json::array({*hello})}}, peer_timeout);
+    const std::shared_ptr<engine::NodeLink> other = link_of(*o);
+    if (other == nullptr) continue;
+    auto r = other->call(Json{{"cmd", "peers"}, {"peers", Json::array({*hello})}}, peer_timeout);
     if (!r.is_ok()) {
       DP_LOG_WARN("{} cannot connect to {}: {}", o->id.name(), n->id.name(), r.status().message());
     }
@@ -473,7 +480,9 @@ void SchedulerService::handle_registration(std::unique_ptr<transport::OobChannel
   cv_.notify_all();
   DP_LOG_INFO("{} registered (host {}, pid {}{})", n->id.name(), reg->host, reg->pid,
               reg->resume ? ", resuming" : "");
-  // The previous link's reader is joined here, outside the lock (its close handler takes it).
+  // The previous link's reader is joined here, outside the lock (its close handler takes it),
+  // before the last reference goes: a close handler in progress may hold one.
+  if (old) old->stop();
   old.reset();
 }
 
@@ -535,16 +544,19 @@ void SchedulerService::on_node_message(int sched_node, const Json& msg) {
   }
 }
 
-void SchedulerService::mark_dead(int sched_node, const Status& why) {
+void SchedulerService::mark_dead(int sched_node, const Status& why, uint64_t generation) {
   std::shared_ptr<Node> n;
   std::vector<std::pair<std::shared_ptr<engine::NodeLink>, uint64_t>> cancels;
+  std::shared_ptr<engine::NodeLink> link;
   bool stopping = false;
   {
     std::lock_guard lock(mu_);
     n = nodes_[static_cast<size_t>(sched_node)];
     if (!n->alive) return;
+    if (generation != 0 && n->generation != generation) return;  // a replaced link's close
     stopping = stopping_;
     n->alive = false;
+    link = n->link;
     sched_->set_node_alive(sched_node, false);
     // The other side of each turn it was in: told to stop, so nothing waits on the dead peer.
     for (const auto& [id, a] : attempts_) {
@@ -557,7 +569,7 @@ void SchedulerService::mark_dead(int sched_node, const Status& why) {
   }
   cv_.notify_all();
   if (!stopping) DP_LOG_WARN("{} is dead: {}", n->id.name(), why.message());
-  if (n->link) n->link->close(why);
+  if (link) link->close(why);
   for (auto& [link, id] : cancels) {
     (void)link->send(Json{{"type", "call"}, {"call_id", 0}, {"cmd", "cancel"}, {"request_id", id}},
                      kCleanupTimeout);
@@ -943,8 +955,13 @@ Result<TurnResult> SchedulerService::run_turn(TurnRequest request) {
     if (request.cancel && request.cancel->cancelled()) {
       return Status::aborted("the turn was cancelled");
     }
-    const bool pe_dead = a.pe && (!a.pe->link || a.pe->link->closed());
-    const bool de_dead = a.de && (!a.de->link || a.de->link->closed());
+    const auto dead = [&](const std::shared_ptr<Node>& nd) {
+      if (nd == nullptr) return false;
+      const std::shared_ptr<engine::NodeLink> l = link_of(*nd);
+      return l == nullptr || l->closed();
+    };
+    const bool pe_dead = dead(a.pe);
+    const bool de_dead = dead(a.de);
     const bool store_miss = last.is_not_found() || last.is_io_error() || last.is_corruption();
     if (store_miss && !pe_dead && !de_dead && path != sched::ReadPath::kRecompute) {
       // A hit block vanished between the prefix match and the read (evicted), failed its

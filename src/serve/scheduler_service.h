@@ -183,9 +183,14 @@ class SchedulerService {
   void fetch_loop();
   void lease_loop();
   void on_node_message(int sched_node, const Json& msg);
-  void mark_dead(int sched_node, const Status& why);
+  // Marks the node dead (once) and tells the other side of each of its turns. `generation`
+  // (non-zero from a link's close handler) ignores the close of a link already replaced.
+  void mark_dead(int sched_node, const Status& why, uint64_t generation = 0);
   int sched_node_of(const engine::NodeId& id) const;
   std::shared_ptr<Node> node(int sched_node) const;
+  // A node's current link (null before it registers). Node::link is guarded by mu_: a
+  // re-registration swaps it and the destructor drops it while link threads read it.
+  std::shared_ptr<engine::NodeLink> link_of(const Node& n) const;
   engine::NodeSetup setup_for(const engine::NodeId& id) const;
 
   // One attempt of a turn: place, prepare, prefill, decode. The outcome says what to do next.
