@@ -570,8 +570,8 @@ void SchedulerService::mark_dead(int sched_node, const Status& why, uint64_t gen
   cv_.notify_all();
   if (!stopping) DP_LOG_WARN("{} is dead: {}", n->id.name(), why.message());
   if (link) link->close(why);
-  for (auto& [link, id] : cancels) {
-    (void)link->send(Json{{"type", "call"}, {"call_id", 0}, {"cmd", "cancel"}, {"request_id", id}},
+  for (auto& [peer, id] : cancels) {
+    (void)peer->send(Json{{"type", "call"}, {"call_id", 0}, {"cmd", "cancel"}, {"request_id", id}},
                      kCleanupTimeout);
   }
 }
