@@ -20,6 +20,8 @@ struct CalibrationFlags {
   std::optional<double> layer_overhead_ms;
   std::optional<double> intra_node_layer_overhead_ms;
   std::optional<double> request_overhead_ms;
+  std::optional<double> decode_step_overhead_ms;
+  std::optional<double> decode_mfu;
   std::optional<double> hbm_reserved_gb;
   std::optional<double> basic_kv_gb;
 
@@ -39,6 +41,11 @@ struct CalibrationFlags {
     cmd->add_option("--request-overhead-ms", request_overhead_ms,
                     "fixed cost per request per layer of a prefill pass (default 0: none; a "
                     "what-if, see docs/calibration.md)");
+    cmd->add_option("--decode-step-overhead-ms", decode_step_overhead_ms,
+                    "override the fitted fixed cost of one decode iteration");
+    cmd->add_option("--decode-mfu", decode_mfu,
+                    "charge a decode step's FLOPs on top of its HBM reads at this fraction of "
+                    "peak (default 0: they overlap; a what-if, see docs/calibration.md)");
     cmd->add_option("--hbm-reserved-gb", hbm_reserved_gb,
                     "HBM per GPU kept for activations and workspace (not KV)");
     cmd->add_option("--basic-prefill-kv-gb", basic_kv_gb,
@@ -53,12 +60,15 @@ struct CalibrationFlags {
     if (intra_node_layer_overhead_ms)
       cfg.eff.intra_node_layer_overhead_s = *intra_node_layer_overhead_ms / 1e3;
     if (request_overhead_ms) cfg.eff.request_overhead_s = *request_overhead_ms / 1e3;
+    if (decode_step_overhead_ms) cfg.eff.decode_step_overhead_s = *decode_step_overhead_ms / 1e3;
+    if (decode_mfu) cfg.eff.decode_mfu = *decode_mfu;
     if (hbm_reserved_gb) cfg.hbm_reserved_bytes = *hbm_reserved_gb * 1e9;
     if (basic_kv_gb) cfg.basic_prefill_kv_bytes = *basic_kv_gb * 1e9;
   }
   bool any() const {
     return linear_mfu || attention_mfu || storage_efficiency || layer_overhead_ms ||
-           intra_node_layer_overhead_ms || request_overhead_ms || hbm_reserved_gb || basic_kv_gb;
+           intra_node_layer_overhead_ms || request_overhead_ms || decode_step_overhead_ms ||
+           decode_mfu || hbm_reserved_gb || basic_kv_gb;
   }
 };
 

@@ -22,7 +22,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HardwareSpec, name, gpus_per_nod
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Efficiency, linear_mfu, attention_mfu,
                                                 layer_overhead_s, intra_node_layer_overhead_s,
                                                 request_overhead_s, decode_step_overhead_s,
-                                                decode_mbu, storage_efficiency)
+                                                decode_mbu, decode_mfu, storage_efficiency)
 }  // namespace dualpath::model
 
 namespace dualpath::engine {

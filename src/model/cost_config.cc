@@ -35,6 +35,7 @@ void apply_efficiency_config(Config& f, Efficiency& eff) {
   eff.decode_step_overhead_s = f.non_negative_number("efficiency.decode_step_overhead_ms",
                                                      eff.decode_step_overhead_s * 1e3) / 1e3;
   eff.decode_mbu = f.positive_number("efficiency.decode_mbu", eff.decode_mbu);
+  eff.decode_mfu = f.non_negative_number("efficiency.decode_mfu", eff.decode_mfu);
   eff.storage_efficiency =
       f.positive_number("efficiency.storage_efficiency", eff.storage_efficiency);
 }

@@ -6,7 +6,8 @@
 //   [hardware]   preset = "h800"  snic_gbps = 400  snics_per_node = 1  cnic_gbps = 400
 //                dram_gbps = 4000  gpus_per_node = 8  hbm_gb = 80
 //   [efficiency] linear_mfu  attention_mfu  layer_overhead_ms  intra_node_layer_overhead_ms
-//                request_overhead_ms  decode_step_overhead_ms  decode_mbu  storage_efficiency
+//                request_overhead_ms  decode_step_overhead_ms  decode_mbu  decode_mfu
+//                storage_efficiency
 //                                                          (defaults: model::Efficiency)
 //
 // Bandwidths are in Gb/s like NIC datasheets (DRAM too: 4000 Gb/s = 500 GB/s). Errors are

@@ -18,6 +18,10 @@ Status Efficiency::validate() const {
   DP_RETURN_IF_ERROR(frac(attention_mfu, "attention_mfu"));
   DP_RETURN_IF_ERROR(frac(decode_mbu, "decode_mbu"));
   DP_RETURN_IF_ERROR(frac(storage_efficiency, "storage_efficiency"));
+  if (!(decode_mfu == 0 || (decode_mfu > 0 && decode_mfu <= 1)))
+    return Status::invalid_argument(fmt::format(
+        "efficiency.decode_mfu = {} must be 0 (none) or in (0, 1]; it is a fraction of peak",
+        decode_mfu));
   // Up to 10 s: larger values are typos (a cost per layer, request or decode step).
   auto non_negative_ms = [](double s, const char* key) -> Status {
     if (s >= 0 && s <= 10.0) return Status::ok();
@@ -92,6 +96,8 @@ double CostModel::decode_step_s(int batch, double context_tokens_sum, int ep_siz
   double mem_s = (weights + kv_read) / (eff_.decode_mbu * hw_.hbm_bytes_per_s);
   double flops = 2.0 * static_cast<double>(model_.active_params) * batch +
                  batch * model_.attention_flops_per_token(static_cast<int64_t>(avg_ctx));
+  if (eff_.decode_mfu > 0)
+    return eff_.decode_step_overhead_s + mem_s + flops / (eff_.decode_mfu * linear_peak());
   double compute_s = flops / (eff_.linear_mfu * linear_peak());
   return eff_.decode_step_overhead_s + std::max(mem_s, compute_s);
 }

@@ -14,6 +14,8 @@
 // Decode (one DE GPU, one iteration of `batch` requests with `context` tokens in all):
 //   step = decode_step_overhead_s + (weights / ep + KV read) / (decode_mbu * HBM bandwidth)
 //        + 2 * active_params * batch / (linear_mfu * peak)
+//   (the memory and FLOP terms overlap: max of the two; with decode_mfu > 0 they add, the FLOPs
+//   at decode_mfu * peak)
 // Thread-compatible; pure.
 
 #include <cstdint>
@@ -55,6 +57,11 @@ struct Efficiency {
   double decode_step_overhead_s = 0.025;
   // Fraction of HBM bandwidth reached by decode reads. Not fitted: FlashMLA's 3,000 of 3,350 GB/s.
   double decode_mbu = 0.9;
+  // Fraction of tensor peak a decode step's FLOPs reach when they are charged on top of its HBM
+  // reads instead of overlapping them (step = overhead + memory + FLOPs / (decode_mfu * peak)).
+  // Not fitted: 0 (none: the step is max(memory, FLOPs at linear_mfu)). A what-if knob:
+  // docs/calibration.md shows what a non-zero value does to the paper's online checks.
+  double decode_mfu = 0.0;
   // Fraction of a storage NIC's line rate the storage client sustains for KV reads and writes.
   // Fitted, with the Basic KV budget (sim/sim_config.h), to the ablation (PAPER.md §10.5, Fig. 12
   // right: -17.21 / -38.19 / -45.62 % JCT vs Basic at 1,024 and 2,048 agents; least squares).

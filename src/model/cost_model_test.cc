@@ -143,5 +143,33 @@ TEST(CostModel, DecodeStepGrowsWithBatchAndContext) {
   EXPECT_EQ(cm.decode_step_s(0, 0, 32), 0.0);
 }
 
+TEST(CostModel, DecodeMfuAddsEachRequestsFlopsToTheStepInProportionToTheModel) {
+  auto step_growth = [](const char* model, double decode_mfu) {
+    Efficiency eff;
+    eff.decode_mfu = decode_mfu;
+    CostModel cm(*model_preset(model), *hardware_preset("h800"), eff);
+    return cm.decode_step_s(64, 64 * 30000.0, 32) - cm.decode_step_s(1, 30000.0, 32);
+  };
+  // Off (the default), memory and FLOPs overlap; on, each request's FLOPs add to the step.
+  EXPECT_GT(step_growth("ds660b", 0.04), 3 * step_growth("ds660b", 0.0));
+  // Half the rate doubles the FLOP part (the HBM part stays), so the growth nearly doubles.
+  EXPECT_GT(step_growth("ds660b", 0.02), 1.8 * step_growth("ds660b", 0.04));
+  // A model with a tenth of the FLOPs per token pays several times less per request.
+  EXPECT_GT(step_growth("ds660b", 0.04), 4 * step_growth("ds27b", 0.04));
+}
+
+TEST(Efficiency, DecodeMfuIsZeroOrAFractionOfPeak) {
+  Efficiency eff;
+  EXPECT_TRUE(eff.validate().is_ok());
+  eff.decode_mfu = 0.06;
+  EXPECT_TRUE(eff.validate().is_ok());
+  eff.decode_mfu = 1.5;
+  auto st = eff.validate();
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("efficiency.decode_mfu = 1.5"), std::string::npos) << st.message();
+  eff.decode_mfu = -0.1;
+  EXPECT_FALSE(eff.validate().is_ok());
+}
+
 }  // namespace
 }  // namespace dualpath::model
