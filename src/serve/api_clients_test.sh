@@ -15,7 +15,8 @@ trap cleanup EXIT
 check() {  # check "what" condition...
   if "${@:2}" >/dev/null; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi
 }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
 full="full-key-$RANDOM$RANDOM"
 chat_only="chat-key-$RANDOM$RANDOM"
 cat >"$tmp/keys.toml" <<TOML
@@ -74,6 +75,7 @@ if command -v hey >/dev/null; then
   others=$(grep -E '^[[:space:]]*\[[0-9]+\]' "$tmp/hey" | grep -vc '\[200\]')
   echo "  hey -z 5s -c 8: ${ok:-0} responses 200, $others other statuses; $(grep 'Requests/sec' "$tmp/hey" | xargs)"
   check "hey: every response 200" [ "${ok:-0}" -gt 0 -a "$others" -eq 0 ]
+  [ "${ok:-0}" -gt 0 -a "$others" -eq 0 ] || sed -n '/Status code distribution/,$p' "$tmp/hey"
 else
   echo "skip: hey is not installed (apt-get install hey)"
 fi
@@ -93,6 +95,7 @@ wait "$serve_pid"
 rc=$?
 serve_pid=""
 check "SIGINT stops serve with exit 0" [ "$rc" -eq 0 ]
+if [ "$fail" -ne 0 ]; then echo "--- serve's stderr (last 40 lines):"; tail -40 "$tmp/err"; fi
 
 # `serve --model DIR`: a llama checkpoint (random bf16 weights) whose tokenizer.model spm_train
 # trains here on the project's own docs, served and curled as above.
@@ -104,6 +107,10 @@ if command -v spm_train >/dev/null; then
     >"$tmp/spm.log" 2>&1 || { echo "FAIL: spm_train"; tail "$tmp/spm.log"; exit 1; }
   python3 "$root/scripts/random_llama_checkpoint.py" "$tmp/my-llama" --tokenizer "$tmp/spm.model" \
     --dtype bf16 --vocab 512 >/dev/null
+  # A fresh port: the first one may have been taken while it was free (another test's ephemeral
+  # port) in the seconds spm_train took.
+  port=$(free_port)
+  base="http://127.0.0.1:$port"
   "$bin" serve --model "$tmp/my-llama" --port "$port" --scheduler-port 0 >"$tmp/out" 2>"$tmp/err" &
   serve_pid=$!
   for _ in $(seq 1 360); do grep -q ready "$tmp/out" 2>/dev/null && break; sleep 0.5; done
