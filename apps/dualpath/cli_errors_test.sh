@@ -98,6 +98,9 @@ expect_exit2 "trace's timestamps set the arrivals" sim --dataset mooncake:"$tmp/
 expect_exit2 "--time-scale applies to traces" sim --time-scale 2 --quiet
 expect_exit2 "no arrival rate meets the SLO" capacity --model ds27b --dataset 32k --slo-tpot 1 --quiet
 expect_exit2 "--tolerance 0" capacity --tolerance 0
+expect_exit2 "--seeds 0: give how many workload draws" capacity --seeds 0
+expect_exit2 "--capacity-seeds 0: use 1 to 100" paper --capacity-seeds 0 --out "$tmp/paper"
+expect_exit2 "--out is required with --figures, --capacity-seeds" paper --capacity-seeds 3
 expect_exit2 "replays at its own timestamps" capacity --dataset mooncake:"$tmp/moon.jsonl"
 printf '[online]\naps = -1\n' >"$tmp/aps.toml"
 expect_exit2 "online.aps" sim --config "$tmp/aps.toml" --quiet

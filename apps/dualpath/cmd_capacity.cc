@@ -19,6 +19,7 @@ namespace {
 struct CapacityArgs {
   SimFlags sim;
   double tolerance = 0.02;
+  int seeds = 1;
   std::optional<double> start_aps;
   std::optional<std::string> json_path;
   bool quiet = false;
@@ -42,6 +43,11 @@ int run(const CapacityArgs& a) {
         "--tolerance {}: give the relative width to bisect the bracket down to, between 0.001 and "
         "0.5 (default 0.02 = 2 %)",
         a.tolerance));
+  if (!(a.seeds >= 1 && a.seeds <= 1000))
+    return usage_error(fmt::format(
+        "--seeds {}: give how many workload draws to search (seeds --seed .. --seed + N - 1), "
+        "between 1 and 1000; 7 gives the median to about 1 %",
+        a.seeds));
   if (a.start_aps && !(*a.start_aps > 0))
     return usage_error(fmt::format(
         "--start-aps {}: the first probe's rate must be positive (default: half the cost model's "
@@ -68,36 +74,87 @@ int run(const CapacityArgs& a) {
               cfg->model.name.c_str(), cfg->pd_label().c_str(),
               std::string(sim::mode_name(cfg->mode)).c_str(), cfg->dataset.c_str(), stat.c_str(),
               cfg->online.slo_ttft_s, cfg->online.slo_tpot_s * 1e3);
-  auto res = sim::find_capacity(*cfg, opt);
-  if (!res.is_ok()) return usage_error(res.status().message());
-  std::printf(
-      "capacity: %.4f agents/s (%.4f missed; bisected to %.1f %%; %zu probes in %.1f s wall; "
-      "the cost model's throughput bound is %.4f)\n",
-      res->aps_capacity, res->aps_first_missed, 100 * a.tolerance, res->probes.size(), res->wall_s,
-      res->estimate_aps);
+  // One seed: the search as before. Several: each seed's search in turn (its probes, then its
+  // capacity), then their median.
+  const bool many = a.seeds > 1;
+  std::vector<sim::SeedCapacity> found;
+  for (int k = 0; k < a.seeds; ++k) {
+    sim::SimConfig c = *cfg;
+    c.seed = cfg->seed + static_cast<uint64_t>(k);
+    if (many) std::printf("seed %llu (%d of %d):\n", static_cast<unsigned long long>(c.seed), k + 1, a.seeds);
+    n = 0;
+    auto r = sim::find_capacity(c, opt);
+    if (!r.is_ok()) {
+      return usage_error(many ? fmt::format("seed {}: {}", c.seed, r.status().message())
+                              : std::string(r.status().message()));
+    }
+    const std::string at = many ? fmt::format(" at seed {}", c.seed) : std::string();
+    std::printf(
+        "capacity%s: %.4f agents/s (%.4f missed; bisected to %.1f %%; %zu probes in %.1f s wall; "
+        "the cost model's throughput bound is %.4f)\n",
+        at.c_str(), r->aps_capacity, r->aps_first_missed, 100 * a.tolerance, r->probes.size(),
+        r->wall_s, r->estimate_aps);
+    std::fflush(stdout);
+    found.push_back({c.seed, std::move(r).value()});
+  }
+  const sim::CapacityOverSeeds all = sim::summarize_seeds(std::move(found));
+  const sim::CapacityOverSeeds* res = &all;
+  const sim::SeedCapacity& shown = res->seeds[res->median_seed];
+  if (many) {
+    std::printf(
+        "capacity: median %.4f agents/s over %d seeds (%llu..%llu), min %.4f, max %.4f (%.1f %% "
+        "spread); %.1f s wall\n",
+        res->median_aps, a.seeds, static_cast<unsigned long long>(res->seeds.front().seed),
+        static_cast<unsigned long long>(res->seeds.back().seed), res->min_aps, res->max_aps,
+        100 * (res->max_aps / res->min_aps - 1), res->wall_s);
+  }
   if (!a.quiet) {
-    std::printf("at capacity:\n");
-    std::fputs(sim::result_table(res->at_capacity).c_str(), stdout);
+    if (many)
+      std::printf("at capacity (seed %llu, the middle one):\n",
+                  static_cast<unsigned long long>(shown.seed));
+    else
+      std::printf("at capacity:\n");
+    std::fputs(sim::result_table(shown.result.at_capacity).c_str(), stdout);
   }
   if (a.json_path) {
     nlohmann::json probes = nlohmann::json::array();
-    for (const auto& p : res->probes) probes.push_back(probe_json(p));
+    nlohmann::json per_seed = nlohmann::json::array();
+    for (const sim::SeedCapacity& sc : res->seeds) {
+      for (const auto& p : sc.result.probes) {
+        auto j = probe_json(p);
+        j["seed"] = sc.seed;
+        probes.push_back(std::move(j));
+      }
+      per_seed.push_back({{"seed", sc.seed},
+                          {"aps_capacity", sc.result.aps_capacity},
+                          {"aps_first_missed", sc.result.aps_first_missed},
+                          {"estimate_aps", sc.result.estimate_aps},
+                          {"probes", sc.result.probes.size()},
+                          {"wall_s", sc.result.wall_s}});
+    }
     nlohmann::json j = {
         {"model", cfg->model.name},
         {"dataset", cfg->dataset},
         {"pd", cfg->pd_label()},
         {"mode", std::string(sim::mode_name(cfg->mode))},
         {"seed", cfg->seed},
+        {"seeds", a.seeds},
         {"slo",
          {{"ttft_s", cfg->online.slo_ttft_s},
           {"tpot_s", cfg->online.slo_tpot_s},
           {"statistic", stat}}},
         {"tolerance", a.tolerance},
-        {"aps_capacity", res->aps_capacity},
-        {"aps_first_missed", res->aps_first_missed},
-        {"estimate_aps", res->estimate_aps},
+        // With several seeds: their median; aps_first_missed and estimate_aps are the middle
+        // seed's, whose run at capacity is at_capacity.
+        {"aps_capacity", many ? res->median_aps : shown.result.aps_capacity},
+        {"aps_capacity_min", res->min_aps},
+        {"aps_capacity_max", res->max_aps},
+        {"aps_first_missed", shown.result.aps_first_missed},
+        {"estimate_aps", shown.result.estimate_aps},
+        {"per_seed", per_seed},
         {"probes", probes},
-        {"at_capacity", sim::result_to_json(res->at_capacity)},
+        {"at_capacity", sim::result_to_json(shown.result.at_capacity)},
+        {"at_capacity_seed", shown.seed},
         {"wall_s", res->wall_s},
     };
     Status s = write_text_file(*a.json_path, j.dump(2) + "\n");
@@ -117,10 +174,15 @@ void setup(CLI::App& parent, int& exit_code) {
       "Examples:\n"
       "  dualpath capacity --model ds660b --dataset 64k --pd 2P4D --mode full --json cap.json\n"
       "  dualpath capacity --model ds27b --mode basic --slo-statistic p99\n"
+      "  dualpath capacity --model ds660b --mode basic --seeds 7   # the median of seeds 1..7\n"
       "  dualpath capacity --config configs/emu-1p2d.toml --mode full");
   args->sim.add_to(cmd, /*offline=*/false, /*with_aps=*/false);
   cmd->add_option("--tolerance", args->tolerance,
                   "stop bisecting when the bracket is this narrow (relative)")
+      ->capture_default_str();
+  cmd->add_option("--seeds", args->seeds,
+                  "search this many workload draws (seeds --seed, --seed + 1, ...) and report "
+                  "their median: one seed's capacity moves by a few percent with the draw")
       ->capture_default_str();
   cmd->add_option("--start-aps", args->start_aps,
                   "first probe (default: half the cost model's throughput bound)");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/percentiles.h"
 #include "sim/experiment.h"
 
 namespace dualpath::sim {
@@ -130,6 +131,25 @@ Result<CapacityResult> find_capacity(const SimConfig& cfg_in, const CapacityOpti
   out.aps_first_missed = hi;
   out.at_capacity = std::move(best);
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return out;
+}
+
+CapacityOverSeeds summarize_seeds(std::vector<SeedCapacity> seeds) {
+  CapacityOverSeeds out;
+  out.seeds = std::move(seeds);
+  if (out.seeds.empty()) return out;
+  std::vector<double> caps;
+  std::vector<size_t> order(out.seeds.size());
+  for (size_t i = 0; i < out.seeds.size(); ++i) {
+    caps.push_back(out.seeds[i].result.aps_capacity);
+    order[i] = i;
+    out.wall_s += out.seeds[i].result.wall_s;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return caps[a] < caps[b]; });
+  out.median_aps = median(caps);
+  out.min_aps = caps[order.front()];
+  out.max_aps = caps[order.back()];
+  out.median_seed = order[(order.size() - 1) / 2];
   return out;
 }
 

@@ -49,4 +49,23 @@ Result<double> estimate_capacity_aps(const SimConfig& cfg);
 // the lowest probe's latencies and what to change); a probe's simulation error.
 Result<CapacityResult> find_capacity(const SimConfig& cfg, const CapacityOptions& options = {});
 
+// The capacity is a property of the workload's distribution, not of one draw of it: a seed fixes
+// the agents' trajectories and their Poisson arrivals, and the search's answer moves with it
+// (DS 660B 2P4D, 20 seeds: DualPath/Basic 2.40-2.79, docs/calibration.md). CapacityOverSeeds
+// summarises the searches of several seeds (`dualpath capacity --seeds`, `dualpath paper`).
+struct SeedCapacity {
+  uint64_t seed = 0;
+  CapacityResult result;
+};
+struct CapacityOverSeeds {
+  std::vector<SeedCapacity> seeds;  // in seed order
+  double median_aps = 0;            // median of the seeds' aps_capacity
+  double min_aps = 0, max_aps = 0;
+  size_t median_seed = 0;  // index into `seeds` of the (lower) middle capacity: its run is shown
+  double wall_s = 0;
+};
+
+// Summarises per-seed capacities (at least one); the seeds' results must be filled in.
+CapacityOverSeeds summarize_seeds(std::vector<SeedCapacity> seeds);
+
 }  // namespace dualpath::sim

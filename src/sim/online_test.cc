@@ -171,6 +171,58 @@ TEST(OnlineSim, CapacityOfOracleAtLeastDualPathAtLeastBasicOnRandomClusters) {
   }
 }
 
+TEST(CapacityOverSeeds, SummarisesTheMedianAndTheRangeAndShowsTheMiddleSeed) {
+  auto seed_cap = [](uint64_t seed, double aps) {
+    SeedCapacity s;
+    s.seed = seed;
+    s.result.aps_capacity = aps;
+    s.result.wall_s = 1;
+    return s;
+  };
+  // Odd count: the middle value, and the seed that gave it.
+  auto odd = summarize_seeds({seed_cap(1, 0.30), seed_cap(2, 0.20), seed_cap(3, 0.25)});
+  EXPECT_DOUBLE_EQ(odd.median_aps, 0.25);
+  EXPECT_DOUBLE_EQ(odd.min_aps, 0.20);
+  EXPECT_DOUBLE_EQ(odd.max_aps, 0.30);
+  EXPECT_EQ(odd.seeds[odd.median_seed].seed, 3u);
+  EXPECT_DOUBLE_EQ(odd.wall_s, 3);
+  // Even count: the mean of the middle two; the run shown is the lower middle one's.
+  auto even = summarize_seeds({seed_cap(7, 0.4), seed_cap(8, 0.1), seed_cap(9, 0.2), seed_cap(10, 0.3)});
+  EXPECT_DOUBLE_EQ(even.median_aps, 0.25);
+  EXPECT_EQ(even.seeds[even.median_seed].seed, 9u);
+  // One seed: itself.
+  auto one = summarize_seeds({seed_cap(5, 0.7)});
+  EXPECT_DOUBLE_EQ(one.median_aps, 0.7);
+  EXPECT_DOUBLE_EQ(one.min_aps, 0.7);
+  EXPECT_EQ(one.median_seed, 0u);
+}
+
+TEST(CapacityOverSeeds, EachSeedIsItsOwnWorkloadDrawAndTheMedianLiesAmongThem) {
+  CapacityOptions opt;
+  opt.tolerance = 0.08;
+  std::vector<SeedCapacity> found;
+  for (uint64_t seed : {11u, 12u, 13u}) {
+    SimConfig cfg = online_small(Mode::kBasic, 1);
+    cfg.online.window_s = 50;
+    cfg.online.lookback_s = 240;
+    cfg.online.duration_s = 900;
+    cfg.seed = seed;
+    auto c = find_capacity(cfg, opt);
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    found.push_back({seed, std::move(c).value()});
+  }
+  auto all = summarize_seeds(found);
+  EXPECT_LE(all.min_aps, all.median_aps);
+  EXPECT_LE(all.median_aps, all.max_aps);
+  // The draws differ: the three searches do not all probe the same rates.
+  const bool same = found[0].result.probes.size() == found[1].result.probes.size() &&
+                    found[1].result.probes.size() == found[2].result.probes.size() &&
+                    found[0].result.aps_capacity == found[1].result.aps_capacity &&
+                    found[1].result.aps_capacity == found[2].result.aps_capacity &&
+                    found[0].result.estimate_aps == found[1].result.estimate_aps;
+  EXPECT_FALSE(same) << "three seeds gave one workload";
+}
+
 TEST(OnlineSim, CapacitySaysPlainlyWhenNoRateMeetsTheSlo) {
   SimConfig cfg = online_small(Mode::kFull, 1);
   cfg.online.slo_tpot_s = 0.001;  // no decode step is this fast
