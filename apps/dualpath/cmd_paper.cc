@@ -265,8 +265,7 @@ Status write_fig11(const std::string& dir, const std::vector<sim::PaperCapacity>
   DP_RETURN_IF_ERROR(write_text_file(file, data));
   return bar_chart(
       dir, "fig11",
-      "Fig. 11 (simulated): SLO capacity, median over seeds (agents/s; paper DualPath/Basic 2.25x "
-      "DS 660B, 1.67x DS 27B)",
+      "Fig. 11 (simulated): SLO capacity, median over seeds (DualPath/Basic, paper: 2.25x, 1.67x)",
       /*stacked=*/false,
       fmt::format(
           "set ylabel 'capacity (APS)'\nset grid ytics\nset key top right\nset yrange [0:*]\n"
