@@ -97,16 +97,15 @@ int run(const CapacityArgs& a) {
     std::fflush(stdout);
     found.push_back({c.seed, std::move(r).value()});
   }
-  const sim::CapacityOverSeeds all = sim::summarize_seeds(std::move(found));
-  const sim::CapacityOverSeeds* res = &all;
-  const sim::SeedCapacity& shown = res->seeds[res->median_seed];
+  const sim::CapacityOverSeeds res = sim::summarize_seeds(std::move(found));
+  const sim::SeedCapacity& shown = res.seeds[res.median_seed];
   if (many) {
     std::printf(
         "capacity: median %.4f agents/s over %d seeds (%llu..%llu), min %.4f, max %.4f (%.1f %% "
         "spread); %.1f s wall\n",
-        res->median_aps, a.seeds, static_cast<unsigned long long>(res->seeds.front().seed),
-        static_cast<unsigned long long>(res->seeds.back().seed), res->min_aps, res->max_aps,
-        100 * (res->max_aps / res->min_aps - 1), res->wall_s);
+        res.median_aps, a.seeds, static_cast<unsigned long long>(res.seeds.front().seed),
+        static_cast<unsigned long long>(res.seeds.back().seed), res.min_aps, res.max_aps,
+        100 * (res.max_aps / res.min_aps - 1), res.wall_s);
   }
   if (!a.quiet) {
     if (many)
@@ -119,7 +118,7 @@ int run(const CapacityArgs& a) {
   if (a.json_path) {
     nlohmann::json probes = nlohmann::json::array();
     nlohmann::json per_seed = nlohmann::json::array();
-    for (const sim::SeedCapacity& sc : res->seeds) {
+    for (const sim::SeedCapacity& sc : res.seeds) {
       for (const auto& p : sc.result.probes) {
         auto j = probe_json(p);
         j["seed"] = sc.seed;
@@ -146,16 +145,16 @@ int run(const CapacityArgs& a) {
         {"tolerance", a.tolerance},
         // With several seeds: their median; aps_first_missed and estimate_aps are the middle
         // seed's, whose run at capacity is at_capacity.
-        {"aps_capacity", many ? res->median_aps : shown.result.aps_capacity},
-        {"aps_capacity_min", res->min_aps},
-        {"aps_capacity_max", res->max_aps},
+        {"aps_capacity", many ? res.median_aps : shown.result.aps_capacity},
+        {"aps_capacity_min", res.min_aps},
+        {"aps_capacity_max", res.max_aps},
         {"aps_first_missed", shown.result.aps_first_missed},
         {"estimate_aps", shown.result.estimate_aps},
         {"per_seed", per_seed},
         {"probes", probes},
         {"at_capacity", sim::result_to_json(shown.result.at_capacity)},
         {"at_capacity_seed", shown.seed},
-        {"wall_s", res->wall_s},
+        {"wall_s", res.wall_s},
     };
     Status s = write_text_file(*a.json_path, j.dump(2) + "\n");
     if (!s.is_ok()) return usage_error(s.message());

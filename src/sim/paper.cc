@@ -89,14 +89,6 @@ std::map<uint64_t, double> capacities_by_seed(const std::vector<PaperCapacity>& 
   return out;
 }
 
-// Their median over the seeds; NaN if it was not run.
-double capacity_aps(const std::vector<PaperCapacity>& caps, const char* model, int p, int d,
-                    Mode mode) {
-  std::vector<double> v;
-  for (const auto& [seed, aps] : capacities_by_seed(caps, model, p, d, mode)) v.push_back(aps);
-  return v.empty() ? std::nan("") : median(v);
-}
-
 // A comparison listed with its deviation and never failed (PaperCheck::informational); skipped
 // when its figure was not run.
 void add_informational(std::vector<PaperCheck>& checks, std::string name, double ours,
@@ -229,52 +221,53 @@ std::vector<PaperCapacity> paper_capacities(const PaperOptions& o) {
 }
 
 std::vector<Fig11Row> fig11_rows(const std::vector<PaperCapacity>& caps) {
+  struct Range {
+    double median = NAN, min = NAN, max = NAN;
+  };
+  auto range = [](const std::vector<double>& v) {
+    if (v.empty()) return Range{};
+    return Range{median(v), *std::min_element(v.begin(), v.end()),
+                 *std::max_element(v.begin(), v.end())};
+  };
+  auto values = [](const std::map<uint64_t, double>& m) {
+    std::vector<double> v;
+    for (const auto& [seed, x] : m) v.push_back(x);
+    return v;
+  };
+  // Seed by seed: the modes of one seed replay the same agents arriving at the same times.
+  auto ratios = [](const std::map<uint64_t, double>& num, const std::map<uint64_t, double>& den) {
+    std::vector<double> v;
+    for (const auto& [seed, x] : num) {
+      auto it = den.find(seed);
+      if (it != den.end()) v.push_back(x / it->second);
+    }
+    return v;
+  };
+  // One row per model of kOnlineRows, in its order (NaN where it was not searched).
   std::vector<Fig11Row> rows;
   for (const OnlineRow& r : kOnlineRows) {
+    const auto b = capacities_by_seed(caps, r.model, r.p, r.d, Mode::kBasic);
+    const auto f = capacities_by_seed(caps, r.model, r.p, r.d, Mode::kFull);
+    const auto o = capacities_by_seed(caps, r.model, r.p, r.d, Mode::kOracle);
+    const Range rb = range(values(b)), rf = range(values(f)), ro = range(values(o));
+    const Range fb = range(ratios(f, b)), fo = range(ratios(f, o));
     Fig11Row row;
     row.model = r.model;
     row.p = r.p;
     row.d = r.d;
-    const auto b = capacities_by_seed(caps, r.model, r.p, r.d, Mode::kBasic);
-    const auto f = capacities_by_seed(caps, r.model, r.p, r.d, Mode::kFull);
-    const auto o = capacities_by_seed(caps, r.model, r.p, r.d, Mode::kOracle);
     row.seeds = static_cast<int>(std::max({b.size(), f.size(), o.size()}));
-    if (row.seeds == 0) continue;
-    auto values = [](const std::map<uint64_t, double>& m) {
-      std::vector<double> v;
-      for (const auto& [seed, x] : m) v.push_back(x);
-      return v;
-    };
-    // Seed by seed: the modes of one seed replay the same agents arriving at the same times.
-    auto ratios = [](const std::map<uint64_t, double>& num, const std::map<uint64_t, double>& den) {
-      std::vector<double> v;
-      for (const auto& [seed, x] : num) {
-        auto it = den.find(seed);
-        if (it != den.end()) v.push_back(x / it->second);
-      }
-      return v;
-    };
-    auto med = [](const std::vector<double>& v) { return v.empty() ? NAN : median(v); };
-    auto lo = [](const std::vector<double>& v) {
-      return v.empty() ? NAN : *std::min_element(v.begin(), v.end());
-    };
-    auto hi = [](const std::vector<double>& v) {
-      return v.empty() ? NAN : *std::max_element(v.begin(), v.end());
-    };
-    const auto vb = values(b), vf = values(f), vo = values(o);
-    row.basic = med(vb);
-    row.full = med(vf);
-    row.oracle = med(vo);
-    row.basic_min = lo(vb);
-    row.basic_max = hi(vb);
-    row.full_min = lo(vf);
-    row.full_max = hi(vf);
-    const auto fb = ratios(f, b), fo = ratios(f, o);
-    row.full_over_basic = med(fb);
-    row.full_over_basic_min = lo(fb);
-    row.full_over_basic_max = hi(fb);
-    row.full_over_oracle = med(fo);
-    row.full_over_oracle_min = lo(fo);
+    row.basic = rb.median;
+    row.full = rf.median;
+    row.oracle = ro.median;
+    row.basic_min = rb.min;
+    row.basic_max = rb.max;
+    row.full_min = rf.min;
+    row.full_max = rf.max;
+    row.full_over_basic = fb.median;
+    row.full_over_basic_min = fb.min;
+    row.full_over_basic_max = fb.max;
+    row.full_over_oracle = fo.median;
+    row.full_over_oracle_min = fo.min;
     rows.push_back(row);
   }
   return rows;
@@ -487,11 +480,12 @@ std::vector<PaperCheck> paper_checks(const std::vector<PaperRun>& runs,
     const Row rows[] = {{Mode::kBasic, "Basic", 0.2, 5365.0, 19309.0},
                         {Mode::kFull, "DualPath", 0.45, 2917.0, 10312.0}};
     double marginal[2], paper_marginal[2];
+    const Fig11Row ds660b = fig11_rows(capacities).front();  // kOnlineRows[0]: DS 660B 2P4D
     for (size_t i = 0; i < 2; ++i) {
       const Row& row = rows[i];
       const double j1 = jct("fig7", base("ds660b", "64k", 2, 4, 1024, row.mode, 1));
       const double j4 = jct("fig7", base("ds660b", "64k", 2, 4, 4096, row.mode, 1));
-      const double cap = capacity_aps(capacities, "ds660b", 2, 4, row.mode);
+      const double cap = row.mode == Mode::kBasic ? ds660b.basic : ds660b.full;
       marginal[i] = (j4 - j1) / 3072;
       paper_marginal[i] = (row.paper_4096 - row.paper_1024) / 3072;
       add_informational(
@@ -555,8 +549,9 @@ void online_checks(const std::vector<PaperRun>& runs, const std::vector<PaperCap
     const double paper_ratio[] = {2.25, 1.67};
     double ratio_sum = 0;
     int n = 0;
-    for (const Fig11Row& row : fig11_rows(caps)) {
-      const size_t i = row.model == kOnlineRows[0].model ? 0 : 1;
+    const std::vector<Fig11Row> rows = fig11_rows(caps);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Fig11Row& row = rows[i];
       const std::string seeds =
           row.seeds > 1 ? fmt::format("median of {} seeds", row.seeds) : std::string("one seed");
       rel(fmt::format("fig11 {} {}P{}D capacity DualPath/Basic", row.model, row.p, row.d),
