@@ -258,8 +258,9 @@ Status write_fig11(const std::string& dir, const std::vector<sim::PaperCapacity>
   for (const sim::Fig11Row& r : sim::fig11_rows(caps)) {
     data += fmt::format(
         "{} {:.4f} {:.4f} {:.4f} {:.3f} {} {:.4f} {:.4f} {:.4f} {:.4f} {:.3f} {:.3f}\n", r.model,
-        r.basic, r.full, r.oracle, r.full_over_basic, r.seeds, r.basic_min, r.basic_max,
-        r.full_min, r.full_max, r.full_over_basic_min, r.full_over_basic_max);
+        r.basic.median, r.full.median, r.oracle.median, r.full_over_basic.median, r.seeds,
+        r.basic.min, r.basic.max, r.full.min, r.full.max, r.full_over_basic.min,
+        r.full_over_basic.max);
   }
   std::string file = dir + "/fig11.dat";
   DP_RETURN_IF_ERROR(write_text_file(file, data));

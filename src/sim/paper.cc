@@ -221,12 +221,9 @@ std::vector<PaperCapacity> paper_capacities(const PaperOptions& o) {
 }
 
 std::vector<Fig11Row> fig11_rows(const std::vector<PaperCapacity>& caps) {
-  struct Range {
-    double median = NAN, min = NAN, max = NAN;
-  };
-  auto range = [](const std::vector<double>& v) {
-    if (v.empty()) return Range{};
-    return Range{median(v), *std::min_element(v.begin(), v.end()),
+  auto spread = [](const std::vector<double>& v) {
+    if (v.empty()) return Spread{};
+    return Spread{median(v), *std::min_element(v.begin(), v.end()),
                  *std::max_element(v.begin(), v.end())};
   };
   auto values = [](const std::map<uint64_t, double>& m) {
@@ -249,25 +246,16 @@ std::vector<Fig11Row> fig11_rows(const std::vector<PaperCapacity>& caps) {
     const auto b = capacities_by_seed(caps, r.model, r.p, r.d, Mode::kBasic);
     const auto f = capacities_by_seed(caps, r.model, r.p, r.d, Mode::kFull);
     const auto o = capacities_by_seed(caps, r.model, r.p, r.d, Mode::kOracle);
-    const Range rb = range(values(b)), rf = range(values(f)), ro = range(values(o));
-    const Range fb = range(ratios(f, b)), fo = range(ratios(f, o));
     Fig11Row row;
     row.model = r.model;
     row.p = r.p;
     row.d = r.d;
     row.seeds = static_cast<int>(std::max({b.size(), f.size(), o.size()}));
-    row.basic = rb.median;
-    row.full = rf.median;
-    row.oracle = ro.median;
-    row.basic_min = rb.min;
-    row.basic_max = rb.max;
-    row.full_min = rf.min;
-    row.full_max = rf.max;
-    row.full_over_basic = fb.median;
-    row.full_over_basic_min = fb.min;
-    row.full_over_basic_max = fb.max;
-    row.full_over_oracle = fo.median;
-    row.full_over_oracle_min = fo.min;
+    row.basic = spread(values(b));
+    row.full = spread(values(f));
+    row.oracle = spread(values(o));
+    row.full_over_basic = spread(ratios(f, b));
+    row.full_over_oracle = spread(ratios(f, o));
     rows.push_back(row);
   }
   return rows;
@@ -485,7 +473,7 @@ std::vector<PaperCheck> paper_checks(const std::vector<PaperRun>& runs,
       const Row& row = rows[i];
       const double j1 = jct("fig7", base("ds660b", "64k", 2, 4, 1024, row.mode, 1));
       const double j4 = jct("fig7", base("ds660b", "64k", 2, 4, 4096, row.mode, 1));
-      const double cap = row.mode == Mode::kBasic ? ds660b.basic : ds660b.full;
+      const double cap = row.mode == Mode::kBasic ? ds660b.basic.median : ds660b.full.median;
       marginal[i] = (j4 - j1) / 3072;
       paper_marginal[i] = (row.paper_4096 - row.paper_1024) / 3072;
       add_informational(
@@ -555,22 +543,22 @@ void online_checks(const std::vector<PaperRun>& runs, const std::vector<PaperCap
       const std::string seeds =
           row.seeds > 1 ? fmt::format("median of {} seeds", row.seeds) : std::string("one seed");
       rel(fmt::format("fig11 {} {}P{}D capacity DualPath/Basic", row.model, row.p, row.d),
-          row.full_over_basic, paper_ratio[i], 0.15,
+          row.full_over_basic.median, paper_ratio[i], 0.15,
           fmt::format("{}, {:.3f}-{:.3f}; capacities {:.3f} / {:.3f} APS (Oracle {:.3f})", seeds,
-                      row.full_over_basic_min, row.full_over_basic_max, row.full, row.basic,
-                      row.oracle));
+                      row.full_over_basic.min, row.full_over_basic.max, row.full.median,
+                      row.basic.median, row.oracle.median));
       if (i == 0) {
         check(fmt::format("fig11 {} {}P{}D capacity DualPath/Oracle", row.model, row.p, row.d),
-              row.full_over_oracle, 1.0, 0.85, 1.02,
+              row.full_over_oracle.median, 1.0, 0.85, 1.02,
               fmt::format("DualPath near the zero-I/O bound (2 % search resolution; {}, lowest "
                           "{:.3f})",
-                          seeds, row.full_over_oracle_min));
-        info("fig11 ds660b 2P4D DualPath capacity (APS)", row.full, 0.45,
+                          seeds, row.full_over_oracle.min));
+        info("fig11 ds660b 2P4D DualPath capacity (APS)", row.full.median, 0.45,
              "the paper's DualPath tracks Oracle up to about 0.45 APS; our absolute throughput "
              "runs above the paper's");
       }
-      if (!std::isnan(row.full_over_basic)) {
-        ratio_sum += row.full_over_basic;
+      if (!std::isnan(row.full_over_basic.median)) {
+        ratio_sum += row.full_over_basic.median;
         ++n;
       }
     }

@@ -83,15 +83,16 @@ std::vector<PaperCheck> paper_checks(const std::vector<PaperRun>& runs,
 
 // Fig. 11 over the seeds searched: each model's capacities (median, min, max per mode) and the
 // DualPath/Basic and DualPath/Oracle ratios, taken seed by seed (the modes of one seed replay the
-// same agents and arrivals) and summarised by their median. NaN where a mode was not searched.
+// same agents and arrivals) each summarised as a Spread (median, min, max); NaN where a mode was not searched.
+struct Spread {
+  double median = NAN, min = NAN, max = NAN;
+};
 struct Fig11Row {
   std::string model;
   int p = 0, d = 0;
   int seeds = 0;
-  double basic = NAN, full = NAN, oracle = NAN;  // median capacities (APS)
-  double basic_min = NAN, basic_max = NAN, full_min = NAN, full_max = NAN;
-  double full_over_basic = NAN, full_over_basic_min = NAN, full_over_basic_max = NAN;
-  double full_over_oracle = NAN, full_over_oracle_min = NAN;
+  Spread basic, full, oracle;             // capacities (APS)
+  Spread full_over_basic, full_over_oracle;  // ratios, seed by seed
 };
 std::vector<Fig11Row> fig11_rows(const std::vector<PaperCapacity>& capacities);
 
