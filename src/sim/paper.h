@@ -81,9 +81,9 @@ Result<PaperReport> run_paper(const PaperOptions& options);
 std::vector<PaperCheck> paper_checks(const std::vector<PaperRun>& runs,
                                      const std::vector<PaperCapacity>& capacities = {});
 
-// Fig. 11 over the seeds searched: each model's capacities (median, min, max per mode) and the
-// DualPath/Basic and DualPath/Oracle ratios, taken seed by seed (the modes of one seed replay the
-// same agents and arrivals) each summarised as a Spread (median, min, max); NaN where a mode was not searched.
+// Fig. 11 over the seeds searched: each model's capacities per mode and the DualPath/Basic and
+// DualPath/Oracle ratios, taken seed by seed (the modes of one seed replay the same agents and
+// arrivals), each summarised as a Spread; NaN where a mode was not searched.
 struct Spread {
   double median = NAN, min = NAN, max = NAN;
 };
