@@ -396,9 +396,15 @@ TEST_F(HttpApiTest, RequestsBeyondTheLimitGet429) {
   ApiOptions o;
   o.max_concurrent = 1;
   auto api = start_api(o);
+  // The slow request holds the one slot. Should a fast one take it first, the slow one is
+  // refused (429) and tries again, so that the two do overlap: without the retry the slow
+  // request could be the one refused, and the fast ones, one at a time, never were (a TSan run).
   std::thread slow([&] {
-    int s = 0;
-    (void)post(*api, "/v1/completions", {{"prompt", "slow"}, {"max_tokens", 400}}, &s);
+    int s = 429;
+    for (int k = 0; k < 200 && s == 429; ++k) {
+      if (k > 0) std::this_thread::sleep_for(10ms);
+      (void)post(*api, "/v1/completions", {{"prompt", "slow"}, {"max_tokens", 400}}, &s);
+    }
   });
   int status = 0;
   Json e;
