@@ -1,6 +1,12 @@
 # Project-wide warnings; third-party headers come in as SYSTEM so they never trip these.
 set(DP_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
     -Wimplicit-fallthrough)
+# Clang checks the locking annotations (common/thread_annotations.h); a finding is an error in
+# every clang build (CI's fuzz build is one), since a lock that the analysis cannot see is a bug
+# or a missing annotation.
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  list(APPEND DP_WARNINGS -Wthread-safety -Werror=thread-safety)
+endif()
 if(DUALPATH_WERROR)
   list(APPEND DP_WARNINGS -Werror)
 endif()

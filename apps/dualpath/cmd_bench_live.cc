@@ -153,7 +153,7 @@ Result<ModeRun> run_mode(const BenchConfigs& cfgs,
   DP_ASSIGN_OR_RETURN(serve::ServeMode live_m, live_mode(mode));
   if (!a.no_sim) {
     sim::SimConfig sc = cfgs.sim;
-    DP_ASSIGN_OR_RETURN(sc.mode, sim::parse_mode(mode));
+    DP_ASSIGN_OR_RETURN(sc.scheduler.mode, sim::parse_mode(mode));
     DP_ASSIGN_OR_RETURN(run.sim, sim::run_experiment(sc, {}));
   }
   serve::ClusterOptions options;

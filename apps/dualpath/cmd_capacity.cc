@@ -72,7 +72,7 @@ int run(const CapacityArgs& a) {
   };
   std::printf("dualpath capacity: %s %s %s dataset=%s, SLO %s TTFT <= %.3g s and TPOT <= %.3g ms\n",
               cfg->model.name.c_str(), cfg->pd_label().c_str(),
-              std::string(sim::mode_name(cfg->mode)).c_str(), cfg->dataset.c_str(), stat.c_str(),
+              std::string(sim::mode_name(cfg->scheduler.mode)).c_str(), cfg->dataset.c_str(), stat.c_str(),
               cfg->online.slo_ttft_s, cfg->online.slo_tpot_s * 1e3);
   // One seed: the search as before. Several: each seed's search in turn (its probes, then its
   // capacity), then their median.
@@ -135,7 +135,7 @@ int run(const CapacityArgs& a) {
         {"model", cfg->model.name},
         {"dataset", cfg->dataset},
         {"pd", cfg->pd_label()},
-        {"mode", std::string(sim::mode_name(cfg->mode))},
+        {"mode", std::string(sim::mode_name(cfg->scheduler.mode))},
         {"seed", cfg->seed},
         {"seeds", a.seeds},
         {"slo",

@@ -58,10 +58,10 @@ Result<sim::SimConfig> make_sim_config(const SimFlags& a) {
   }
   if (a.dataset) cfg.dataset = *a.dataset;
   if (a.mode) {
-    DP_ASSIGN_OR_RETURN(cfg.mode, sim::parse_mode(*a.mode));
+    DP_ASSIGN_OR_RETURN(cfg.scheduler.mode, sim::parse_mode(*a.mode));
   }
   if (a.pe_policy) {
-    DP_ASSIGN_OR_RETURN(cfg.pe_policy, sched::parse_pe_policy(*a.pe_policy));
+    DP_ASSIGN_OR_RETURN(cfg.scheduler.pe_policy, sched::parse_pe_policy(*a.pe_policy));
   }
   if (a.pd) {
     DP_ASSIGN_OR_RETURN(auto pd, sim::parse_pd(*a.pd));

@@ -143,37 +143,34 @@ Result<sched::ClusterShape> scheduler_shape(const ServeConfig& config) {
 Result<sched::ClusterSchedulerParams> scheduler_params(const ServeConfig& config) {
   const engine::EngineConfig& cfg = config.engine;
   DP_ASSIGN_OR_RETURN(engine::ModelKvShape kv_shape, engine::model_kv_shape(cfg));
-  sched::ClusterSchedulerParams p;
-  p.engines = config.engine_policy();
-  p.paths = config.path_policy();
-  p.de.z_factor = config.scheduler.z_factor;
-  p.de_hbm_bytes = static_cast<double>(cfg.hbm_bytes);
-  p.block_tokens = cfg.block_tokens;
-  p.split_min_tokens = config.scheduler.split_min_tokens;
-  // alpha: tokens a node reads in alpha_s at its (emulated) storage NIC rate; unlimited NICs
-  // never count as long. beta: prompt tokens an engine prefills in beta_s.
-  const double snic_bytes_per_s = cfg.emulated_snic_gbps() * 1e9 / 8;
-  const auto kv = static_cast<double>(kv_shape.layers * kv_shape.bytes_per_token_per_layer);
+  sched::SchedulerInputs in;
+  in.typical = config.typical_turn;
+  in.pe_group_gpus = cfg.backend_spec().prefill_ep_gpus;
   // An engine of a live node computes on compute_slots GPUs at once (engine_config.h).
-  const double gpus_per_engine = std::max(1, cfg.compute_slots());
+  in.gpus_per_engine = std::max(1, cfg.compute_slots());
+  in.de_hbm_bytes = static_cast<double>(cfg.hbm_bytes);
+  in.block_tokens = cfg.block_tokens;
+  const double live_snic_bytes_per_s = cfg.emulated_snic_gbps() * 1e9 / 8;
+  std::optional<model::CostModel> cost;
   if (cfg.compute == "modeled") {
     DP_ASSIGN_OR_RETURN(model::ModelSpec preset, model::model_preset(cfg.model));
-    model::CostModel cost(preset, cfg.hardware, cfg.efficiency);
-    // Beta at a typical agent turn (30K cached + 300 new tokens: PAPER.md Fig. 3's shape); the
-    // live engines run each request as its own pass, so this is per GPU, times the engine's GPUs.
-    p.pe = sched::derive_pe_params(cost, 30000, 300, config.scheduler.quota_s,
-                                   cfg.backend_spec().prefill_ep_gpus, 1, 1, 1,
-                                   config.scheduler.beta_s);
-    p.pe.beta_tokens =
-        static_cast<int64_t>(static_cast<double>(p.pe.beta_tokens) * gpus_per_engine);
+    cost.emplace(preset, cfg.hardware, cfg.efficiency);
+    in.cost = &*cost;
+    // Alpha in the cost model's units, as the simulator prices it: emulated seconds and
+    // full-size KV. The limiter runs at the usable rate x kv_scale / time_dilation in real
+    // units (engine_config.h), so its rate in model units is that x time_dilation / kv_scale.
+    in.snic_bytes_per_s =
+        cfg.snic_from_hardware ? model::usable_snic_bytes_per_s(cfg.hardware, cfg.efficiency)
+                               : live_snic_bytes_per_s * cfg.time_dilation / cfg.kv_scale;
+    in.kv_bytes_per_token = static_cast<double>(preset.stored_bytes_per_token());
   } else {
-    p.pe.beta_tokens = static_cast<int64_t>(kCpuPrefillTokensPerS * config.scheduler.beta_s);
+    // The CPU model: no cost model prices it; its measured rate and its real KV size.
+    in.prefill_tokens_per_s = kCpuPrefillTokensPerS;
+    in.snic_bytes_per_s = live_snic_bytes_per_s;
+    in.kv_bytes_per_token =
+        static_cast<double>(kv_shape.layers * kv_shape.bytes_per_token_per_layer);
   }
-  p.pe.alpha_tokens = snic_bytes_per_s > 0
-                          ? static_cast<int64_t>(snic_bytes_per_s * config.scheduler.alpha_s / kv)
-                          : std::numeric_limits<int64_t>::max() / 4;
-  p.pe.policy = config.scheduler.pe_policy;
-  return p;
+  return sched::make_cluster_scheduler_params(config.scheduler, in);
 }
 
 SchedulerService::SchedulerService(const ServeConfig& config) : config_(config) {}
@@ -610,7 +607,7 @@ void SchedulerService::fetch_loop() {
     cv_.wait(lock, [&] { return stopping_ || sched_->has_queued(); });
     if (stopping_) return;
     // The groups pull every fetch interval (PAPER.md §8): the next fetch is one interval on.
-    if (cv_.wait_for(lock, config_.scheduler.fetch_interval, [&] { return stopping_; })) return;
+    if (cv_.wait_for(lock, config_.scheduler.fetch_interval(), [&] { return stopping_; })) return;
     const sched::FetchResult fetched = sched_->fetch();
     for (const sched::Placement& p : fetched.placed) {
       auto it = waiters_.find(p.request_id);
@@ -706,35 +703,36 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
   const auto n = static_cast<int64_t>(a.prompt.size());
   if (n < 1) return Status::invalid_argument("a turn needs at least one prompt token");
   if (a.gen < 1) return Status::invalid_argument("a turn generates at least one token");
-  int64_t hit = 0;
-  const bool oracle = a.path == sched::ReadPath::kOracle ||
-                      (!a.path && config_.path_policy() == sched::PathPolicy::kNoIo);
-  if (oracle) {
-    if (config_.engine.compute != "modeled") {
-      return Status::invalid_argument(
-          "the oracle path needs live.compute = \"modeled\": it loads no KV, and the CPU model "
-          "cannot compute without it");
-    }
-    hit = std::clamp<int64_t>(a.oracle_hit / bt * bt, 0, ((n - 1) / bt) * bt);
-  } else if (a.path != sched::ReadPath::kRecompute) {
-    hit = store_->longest_cached_prefix(a.prompt).hit_tokens(layout_);
-    hit = std::min(hit, ((n - 1) / bt) * bt);  // leave at least one new token
+  // The oracle bound loads nothing: its cached prefix is the replay's context, taken to be in
+  // HBM already; every other turn's is the store's longest cached prefix.
+  const bool no_io = a.path == sched::ReadPath::kOracle ||
+                     (!a.path && config_.path_policy() == sched::PathPolicy::kNoIo);
+  if (no_io && config_.engine.compute != "modeled") {
+    return Status::invalid_argument(
+        "the oracle path needs live.compute = \"modeled\": it loads no KV, and the CPU model "
+        "cannot compute without it");
   }
-  const int64_t blocks = (n + a.gen + bt - 1) / bt;
-  sched::SchedRequest sr;
-  sr.id = static_cast<int64_t>(a.id);
-  sr.prompt_tokens = n;
-  sr.gen_tokens = a.gen;
-  sr.hit_tokens = hit;
-  sr.hbm_need_bytes = std::min(static_cast<double>(blocks * bt * kv_bytes_per_token_),
-                               static_cast<double>(config_.engine.hbm_bytes));
-  sr.path = oracle ? sched::PathRequest(sched::ReadPath::kOracle) : a.path;
+  sched::TurnInputs in;
+  in.id = static_cast<int64_t>(a.id);
+  in.prompt_tokens = n;
+  in.gen_tokens = a.gen;
+  in.path = a.path;
+  if (no_io) {
+    in.cached_tokens = a.oracle_hit;
+  } else if (a.path != sched::ReadPath::kRecompute) {
+    in.cached_tokens = store_->longest_cached_prefix(a.prompt).hit_tokens(layout_);
+  }
+  const sched::TurnCosts costs{bt, static_cast<double>(kv_bytes_per_token_),
+                               static_cast<double>(config_.engine.hbm_bytes)};
   // The tail policy's load unit; without a cost model (the CPU model) prompt tokens stand in.
-  if (cost_) sr.pe_work_s = sched::prefill_work_s(*cost_, hit, n - hit);
-  a.hit = hit;
+  const sched::SchedRequest sr = sched::make_sched_request(in, costs, cost_ ? &*cost_ : nullptr);
+  a.hit = sr.hit_tokens;
   DP_ASSIGN_OR_RETURN(a.placement, place(sr, req));
   const double queued = seconds_since(attempt_start);
   const sched::Placement& p = a.placement;
+  const sched::TurnPlan plan = sched::plan_turn(sr, p);
+  const int64_t hit = plan.hit_tokens;
+  const bool oracle = plan.no_io;
   const bool paper = config_.engine_policy() == sched::EnginePolicy::kPaper;
   {
     std::lock_guard lock(mu_);
@@ -825,11 +823,17 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
   }
   const int pe_engine = sched_->pe_local(p.pe), de_engine = sched_->de_local(p.de);
 
-  // DE prepare: the DE buffer (and, on the DE path, the storage read; a split read: of the
-  // blocks after the PE side's part).
-  const bool split = p.path == sched::ReadPath::kSplit;
-  engine::PrepareRequest prep{a.id,   a.prompt,  hit,          a.gen, p.path == sched::ReadPath::kDe || split,
-                              oracle, de_engine, req.sampling, split ? p.pe_read_tokens : 0};
+  // DE prepare: the DE buffer (and the plan's DE-side read: the DE path's whole hit, a split
+  // read's later blocks).
+  engine::PrepareRequest prep{a.id,
+                              a.prompt,
+                              hit,
+                              a.gen,
+                              !plan.de_read.empty(),
+                              oracle,
+                              de_engine,
+                              req.sampling,
+                              plan.de_read.begin_tokens};
   auto prep_out = engine::call_node<engine::PrepareReply>(*de_link, "prepare", prep, call_timeout);
   if (!prep_out.is_ok()) {
     prepared = true;  // it may have been, before the failure: release it
@@ -847,13 +851,12 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
       a.id,
       a.prompt,
       hit,
-      oracle ? sched::ReadPath::kOracle
-             : (p.path == sched::ReadPath::kOracle ? sched::ReadPath::kPe : p.path),
+      plan.path,
       a.de->id.index,
       prep_out->dram_offset,
       pe_engine,
       req.sampling,
-      split ? p.pe_read_tokens : 0};
+      plan.path == sched::ReadPath::kSplit ? plan.pe_read.tokens() : 0};
   auto pre_out = engine::call_node<engine::PrefillReply>(*pe_link, "prefill", pre, call_timeout);
   finish_read();
   finish_prefill();

@@ -27,29 +27,28 @@
 #include "dualpath/units.h"
 #include "engine/engine_config.h"
 #include "sched/cluster_scheduler.h"
+#include "sched/scheduler_settings.h"
 
 namespace dualpath::serve {
 
-// The live system's modes, named as the simulator's (sim/sim_config.h) for the same policy.
-enum class ServeMode { kBasic, kFull, kOracle, kSplit };
-std::string_view serve_mode_name(ServeMode m);
-Result<ServeMode> parse_serve_mode(std::string_view name);
+// The live system's modes are the simulator's (sched/scheduler_settings.h: one table); it runs
+// basic, full, split and oracle.
+using ServeMode = sched::Mode;
+inline std::string_view serve_mode_name(ServeMode m) { return sched::mode_name(m); }
+inline Result<ServeMode> parse_serve_mode(std::string_view name) {
+  return sched::parse_mode(name, /*live=*/true);
+}
 
-struct SchedulerSettings {
-  ServeMode mode = ServeMode::kFull;
+// The [scheduler] section: the keys shared with the simulator (sched::SchedulerSettings, read by
+// sched::read_scheduler_settings) and the service's own.
+struct SchedulerSettings : sched::SchedulerSettings {
   std::string host = "127.0.0.1";
   uint16_t port = 8100;
   Duration report_interval = std::chrono::milliseconds(100);
   Duration lease_ttl = std::chrono::milliseconds(1000);
-  Duration fetch_interval = std::chrono::milliseconds(50);
   Duration register_timeout = std::chrono::seconds(120);
   int max_attempts = 4;
-  double alpha_s = 3.0;
-  double beta_s = 5.0;
-  double z_factor = 1.05;
-  double quota_s = 0.3;  // for beta's typical batch (sched::derive_pe_params)
-  int64_t split_min_tokens = 1024;  // mode split: a smaller part is not split off (split_read)
-  sched::PePolicy pe_policy = sched::PePolicy::kPaper;  // how Algorithm 1 ranks PE engines
+  Duration fetch_interval() const { return from_seconds(fetch_interval_s); }
 };
 
 struct ServeConfig {
@@ -62,6 +61,9 @@ struct ServeConfig {
   // What the guide's keys mapped onto, and those with no effect here (serve_guide.h); printed
   // as `warning:` lines by `serve` and `doctor`.
   std::vector<std::string> warnings;
+  // The workload's typical turn, at which the scheduler prices beta (sched::TypicalTurn): the
+  // paper's agent turn unless the caller knows its workload (`bench live` gives the simulator's).
+  sched::TypicalTurn typical_turn;
 
   // The engine policy and read-path policy of the mode (as the simulator's modes map them).
   sched::EnginePolicy engine_policy() const;

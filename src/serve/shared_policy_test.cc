@@ -20,7 +20,7 @@ TEST(SharedPolicy, ASimulatorRunsDecisionsReplayThroughTheServicesScheduler) {
     sim::SimConfig sc = *sim::default_sim_config("ds660b");
     sc.dataset = "32k";
     sc.agents = 64;
-    sc.mode = sim_mode;
+    sc.scheduler.mode = sim_mode;
     std::vector<sched::SchedulerEvent> log;
     std::optional<sched::ClusterShape> sim_shape;
     std::optional<sched::ClusterSchedulerParams> sim_params;

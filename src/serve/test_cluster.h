@@ -25,7 +25,7 @@ inline ClusterOptions test_cluster(const std::string& dir, int decode_nodes) {
   o.config.engine.hbm_bytes = 64ull << 20;
   o.config.engine.request_timeout = std::chrono::seconds(30);
   o.config.scheduler.port = 0;  // tests run side by side
-  o.config.scheduler.fetch_interval = std::chrono::milliseconds(5);
+  o.config.scheduler.fetch_interval_s = 0.005;
 #ifdef DP_SANITIZED
   // Under the sanitizers, with three other suites' clusters on the two cores, a node builds its
   // runtime several times slower.

@@ -49,9 +49,9 @@ Result<double> estimate_capacity_aps(const SimConfig& cfg) {
   const auto n = static_cast<double>(plans.size());
   const double pe_gpus = static_cast<double>(cfg.prefill_nodes) * cfg.hw.gpus_per_node;
   double bound = work_s > 0 ? pe_gpus * n / work_s : std::numeric_limits<double>::infinity();
-  if (cfg.mode != Mode::kOracle && read_bytes > 0) {
+  if (cfg.scheduler.mode != Mode::kOracle && read_bytes > 0) {
     const double readers =
-        reads_on_both_sides(cfg.mode) ? cfg.prefill_nodes + cfg.decode_nodes : cfg.prefill_nodes;
+        reads_on_both_sides(cfg.scheduler.mode) ? cfg.prefill_nodes + cfg.decode_nodes : cfg.prefill_nodes;
     bound =
         std::min(bound, readers * model::usable_snic_bytes_per_s(cfg.hw, cfg.eff) * n / read_bytes);
   }

@@ -36,15 +36,17 @@ enum Kind : uint32_t {
 
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 
-// Only whole blocks were persisted: a turn's storage hit is its context rounded down to a block.
+// A turn's cached prefix is its context (earlier turns stored it); sched::plan_hit_tokens keeps
+// its whole blocks (the live service's rule too).
 int64_t hit_tokens(const workload::TurnShape& t, int64_t block) {
-  return std::min(t.context_tokens, t.prompt_tokens) / block * block;
+  return sched::plan_hit_tokens(t.context_tokens, t.prompt_tokens, block);
 }
 
 // One turn in flight; one per agent, since an agent waits for its turn to finish.
 struct Req {
   int turn = -1;
   int64_t prompt = 0, hit = 0, gen = 0;
+  sched::SchedRequest request;  // what the scheduler was given (sched::make_sched_request)
   int64_t new_left = 0;  // miss tokens not yet prefilled
   int64_t cached = 0;    // tokens whose KV is available to the PE (hit + done chunks)
   double hit_bytes = 0, prompt_bytes = 0, hbm_need = 0;
@@ -126,10 +128,10 @@ class ClusterSim {
   Result<SimResult> run();
 
  private:
-  bool layerwise() const { return cfg_.mode != Mode::kBasic; }
-  bool dual() const { return reads_on_both_sides(cfg_.mode); }
-  bool scheduled() const { return uses_paper_scheduler(cfg_.mode); }
-  bool oracle() const { return cfg_.mode == Mode::kOracle; }
+  bool layerwise() const { return cfg_.scheduler.mode != Mode::kBasic; }
+  bool dual() const { return reads_on_both_sides(cfg_.scheduler.mode); }
+  bool scheduled() const { return uses_paper_scheduler(cfg_.scheduler.mode); }
+  bool oracle() const { return cfg_.scheduler.mode == Mode::kOracle; }
   uint32_t pe_node_of(uint32_t pe) const { return pes_[pe].node; }
   uint32_t de_node_of(uint32_t de) const { return des_[de].node; }
   double kv_bytes(int64_t tokens) const {
@@ -360,25 +362,19 @@ void ClusterSim::build() {
       cost_.hbm_kv_budget_bytes(std::min(cfg_.pe_ep_nodes, cfg_.prefill_nodes) * g,
                                 cfg_.hbm_reserved_bytes));
 
-  // alpha: tokens a node reads in 3 s; beta: prompt tokens one GPU prefills in 5 s, for the
-  // workload's mean turn (PAPER.md §8.5 profiles both; we take them from the cost model).
-  double mean_ctx = 0, mean_new = 0, n = 0;
-  for (const auto& ag : agents_) {
-    for (const auto& t : ag.turns) {
-      mean_ctx += static_cast<double>(t.context_tokens);
-      mean_new += static_cast<double>(t.prompt_tokens - t.context_tokens);
-      n += 1;
-    }
-  }
-  if (n > 0) {
-    mean_ctx /= n;
-    mean_new /= n;
-  }
-  pe_params_ = sched::derive_pe_params(
-      cost_, static_cast<int64_t>(mean_ctx), static_cast<int64_t>(mean_new), cfg_.quota_s,
-      static_cast<int>(pe_groups_[0].count), snic_rate(),
-      static_cast<double>(cfg_.model.stored_bytes_per_token()), cfg_.alpha_read_s,
-      cfg_.beta_compute_s);
+  // alpha: tokens a node reads in alpha_s; beta: prompt tokens one GPU prefills in beta_s, at
+  // the workload's typical turn (PAPER.md §8.5 profiles both; we take them from the cost model).
+  sched::SchedulerInputs in;
+  in.cost = &cost_;
+  in.typical = typical_turn(agents_);
+  in.pe_group_gpus = static_cast<int>(pe_groups_[0].count);
+  in.snic_bytes_per_s = snic_rate();
+  in.kv_bytes_per_token = static_cast<double>(cfg_.model.stored_bytes_per_token());
+  in.de_hbm_bytes = de_hbm_budget_;
+  in.de_group_hbm_bytes = de_budgets;
+  in.block_tokens = cfg_.block_tokens;
+  const sched::ClusterSchedulerParams sp = sched::make_cluster_scheduler_params(cfg_.scheduler, in);
+  pe_params_ = sp.pe;
 
   sched::ClusterShape shape;
   shape.prefill_nodes = P;
@@ -388,16 +384,6 @@ void ClusterSim::build() {
   shape.de_ep_nodes = cfg_.de_ep_nodes;
   shape.pe_group_nodes = pe_sizes;
   shape.de_group_nodes = de_sizes;
-  sched::ClusterSchedulerParams sp;
-  sp.engines = scheduled() ? sched::EnginePolicy::kPaper : sched::EnginePolicy::kRoundRobin;
-  sp.paths = path_policy(cfg_.mode);
-  sp.pe = pe_params_;
-  sp.pe.policy = cfg_.pe_policy;
-  sp.de = {.z_factor = cfg_.z_factor};
-  sp.de_hbm_bytes = de_hbm_budget_;
-  sp.de_group_hbm_bytes = de_budgets;
-  sp.block_tokens = cfg_.block_tokens;
-  sp.split_min_tokens = cfg_.split_min_tokens;
   sched_ = std::make_unique<sched::ClusterScheduler>(shape, sp);
   if (opt_.on_scheduler) opt_.on_scheduler(*sched_);
   // The groups of the starting layout run; the others wait for the controller.
@@ -446,14 +432,14 @@ void ClusterSim::on_arrive(uint32_t a) {
   const workload::TurnShape& t = agents_[a].turns[static_cast<size_t>(r.turn)];
   r.prompt = t.prompt_tokens;
   const AgentPlan& plan = agents_[a];
-  if (plan.prefix_blocks.empty()) {
-    r.hit = hit_tokens(t, cfg_.block_tokens);
-  } else {
-    // Content-addressed: the leading full blocks that earlier requests have stored.
+  // The cached prefix: the turn's context, or (content-addressed) the leading full blocks that
+  // earlier requests have stored.
+  int64_t cached = t.context_tokens;
+  if (!plan.prefix_blocks.empty()) {
     const int64_t full = r.prompt / plan.prefix_block_tokens;
     int64_t lead = 0;
     while (lead < full && stored_block_[plan.prefix_blocks[static_cast<size_t>(lead)]]) ++lead;
-    r.hit = lead * plan.prefix_block_tokens / cfg_.block_tokens * cfg_.block_tokens;
+    cached = lead * plan.prefix_block_tokens;
   }
   if (r.turn == 0) {
     ++agents_arrived_;
@@ -463,12 +449,24 @@ void ClusterSim::on_arrive(uint32_t a) {
     for (double think : plan.think_s) arrived_think_sum_ += think;
   }
   r.gen = std::max<int64_t>(1, t.gen_tokens);
+  // The scheduler's request, as the live service builds it (sched/turn_plan.h).
+  sched::TurnInputs in;
+  in.id = static_cast<int64_t>(a);
+  in.prompt_tokens = r.prompt;
+  in.gen_tokens = r.gen;
+  in.cached_tokens = cached;
+  const sched::TurnCosts costs{cfg_.block_tokens,
+                               static_cast<double>(cfg_.model.stored_bytes_per_token()),
+                               de_hbm_budget_};
+  // Its prefill work is priced at the best batching (no fixed pass cost): the request's load for
+  // the scheduler (PePolicy::kTail) and its share of the compute floor.
+  r.request = sched::make_sched_request(in, costs, &cost_);
+  r.hit = r.request.hit_tokens;
   r.new_left = r.prompt - r.hit;
   r.cached = r.hit;
   r.hit_bytes = kv_bytes(r.hit);
   r.prompt_bytes = kv_bytes(r.prompt);
-  // A request larger than a whole GPU's KV budget takes the whole GPU (it still runs).
-  r.hbm_need = std::min(kv_bytes(r.prompt + r.gen), de_hbm_budget_);
+  r.hbm_need = r.request.hbm_need_bytes;
   r.pe = r.de = kNone;
   r.read_done = r.streamed_hit = r.hbm_reserved = r.prefilled = false;
   r.t_arrive = now_;
@@ -476,13 +474,8 @@ void ClusterSim::on_arrive(uint32_t a) {
   r.t_pass = -1;
   prompt_tokens_ += static_cast<double>(r.prompt);
   hit_tokens_ += static_cast<double>(r.hit);
-  // The compute floor: this turn's prefill at the best batching (no fixed pass cost); the same
-  // GPU seconds are the request's work for the scheduler (PePolicy::kTail).
-  const double work = sched::prefill_work_s(cost_, r.hit, r.new_left);
-  compute_floor_work_s_ += work;
-
-  const sched::SchedRequest request{static_cast<int64_t>(a), r.prompt, r.gen, r.hit, r.hbm_need,
-                                    {}, work};
+  compute_floor_work_s_ += r.request.pe_work_s;
+  const sched::SchedRequest& request = r.request;
   r.pe_work = request.pe_work();
   if (scheduled()) {
     (void)sched_->submit(request);  // placed by a fetch
@@ -541,7 +534,7 @@ void ClusterSim::ensure_tick() {
   // Groups pull on a fixed period; the next pull is at the next multiple of it.
   // Integer tick numbers: floor(now / period) of a time that was itself k * period can round
   // down to k - 1 and schedule the tick at `now` again, forever.
-  double period = cfg_.fetch_interval_s;
+  double period = cfg_.scheduler.fetch_interval_s;
   uint64_t k = std::max(last_tick_ + 1, static_cast<uint64_t>(now_ / period) + 1);
   while (static_cast<double>(k) * period <= now_) ++k;
   last_tick_ = k;
@@ -590,11 +583,15 @@ void ClusterSim::after_assigned(uint32_t a, const sched::Placement& p) {
   r.path = p.path;
   count_open(des_[r.de].node, +1);
   if (oracle()) {
+    if (opt_.on_plan) opt_.on_plan(sched::plan_turn(r.request, p));
     read_finished(a);
     return;
   }
-  r.pe_hit = p.pe_read_tokens;
-  r.de_hit = p.de_read_tokens;
+  // The plan's read ranges (sched/turn_plan.h), as the live nodes receive them.
+  const sched::TurnPlan plan = sched::plan_turn(r.request, p);
+  if (opt_.on_plan) opt_.on_plan(plan);
+  r.pe_hit = plan.pe_read.tokens();
+  r.de_hit = plan.de_read.tokens();
   r.pe_hit_bytes = kv_bytes(r.pe_hit);
   r.de_hit_bytes = kv_bytes(r.de_hit);
   (r.path == ReadPath::kSplit ? split_path_ : r.path == ReadPath::kPe ? pe_path_ : de_path_) += 1;
@@ -712,13 +709,13 @@ void ClusterSim::try_start_pass(uint32_t gi) {
       }
       if (ready.empty()) continue;
       if (scheduled()) {
-        const auto planned = sched::plan_quota_batch(ready, cost_, cfg_.quota_s);
+        const auto planned = sched::plan_quota_batch(ready, cost_, cfg_.scheduler.quota_s);
         for (const auto& item : planned)
           batch.push_back({ready_agents[item.index], item.new_tokens});
         const bool quota_bound = planned.size() < ready.size() ||
                                  planned.back().new_tokens < ready[planned.back().index].new_tokens;
         quota_bound_engine_passes_ += quota_bound ? 1 : 0;
-      } else if (cfg_.mode == Mode::kBasic) {
+      } else if (cfg_.scheduler.mode == Mode::kBasic) {
         // Without layerwise prefill every layer's KV of the batch sits in HBM at once.
         for (const auto& item : sched::plan_capacity_batch(
                  ready, static_cast<double>(cfg_.model.stored_bytes_per_token()), pe_hbm_budget_,
@@ -751,7 +748,7 @@ void ClusterSim::try_start_pass(uint32_t gi) {
     }
     max_attn = std::max(max_attn, attn);
     total_new += news;
-    if (cfg_.mode == Mode::kBasic) {
+    if (cfg_.scheduler.mode == Mode::kBasic) {
       // The whole KV is copied DRAM -> HBM before the pass can start: not overlapped.
       double h2d = 0;
       for (const auto& it : batch)
@@ -839,7 +836,7 @@ void ClusterSim::begin_decode_copy(uint32_t a) {
   double start = std::max(now_, e.cnic_free_at);
   double dur = r.prompt_bytes / cfg_.hw.cnic_bytes_per_s;
   e.cnic_free_at = start + dur;
-  if (cfg_.mode == Mode::kBasic) {
+  if (cfg_.scheduler.mode == Mode::kBasic) {
     hops_.pd_transfer += r.prompt_bytes;
   } else {
     hops_.de_h2d += r.prompt_bytes;
@@ -1387,7 +1384,7 @@ void ClusterSim::collect_latencies(SimResult& res) const {
 
 SimResult ClusterSim::collect(double wall_s) {
   SimResult res;
-  res.mode = std::string(mode_name(cfg_.mode));
+  res.mode = std::string(mode_name(cfg_.scheduler.mode));
   res.model = cfg_.model.name;
   res.pd = cfg_.pd_label();
   res.dataset = cfg_.dataset;
@@ -1489,6 +1486,22 @@ SimResult ClusterSim::collect(double wall_s) {
 }
 
 }  // namespace
+
+sched::TypicalTurn typical_turn(const std::vector<AgentPlan>& agents) {
+  double mean_ctx = 0, mean_new = 0, n = 0;
+  for (const auto& ag : agents) {
+    for (const auto& t : ag.turns) {
+      mean_ctx += static_cast<double>(t.context_tokens);
+      mean_new += static_cast<double>(t.prompt_tokens - t.context_tokens);
+      n += 1;
+    }
+  }
+  if (n > 0) {
+    mean_ctx /= n;
+    mean_new /= n;
+  }
+  return {static_cast<int64_t>(mean_ctx), static_cast<int64_t>(mean_new)};
+}
 
 Result<SimResult> simulate(const SimConfig& cfg,
                            const std::vector<AgentPlan>& agents,

@@ -22,6 +22,8 @@
 
 #include "common/percentiles.h"
 #include "sched/cluster_scheduler.h"
+#include "sched/scheduler_settings.h"
+#include "sched/turn_plan.h"
 #include "sim/sim_config.h"
 #include "workload/trajectory.h"
 
@@ -38,6 +40,10 @@ struct AgentPlan {
   std::vector<uint32_t> prefix_blocks;
   int64_t prefix_block_tokens = 0;
 };
+
+// The workload's typical turn (its mean cached and new tokens over every turn of every agent),
+// at which the scheduler's beta is priced; `bench live` gives the same to the live service.
+sched::TypicalTurn typical_turn(const std::vector<AgentPlan>& agents);
 
 // Where a TTFT went (PAPER.md Fig. 12 left), in seconds, as means over the reported requests.
 // The four parts add up to the TTFT:
@@ -175,6 +181,8 @@ struct SimOptions {
   // Called once the run's central scheduler exists (before any event): tests record its calls
   // (ClusterScheduler::record_to) to replay them through another call site.
   std::function<void(sched::ClusterScheduler&)> on_scheduler;
+  // Called with every turn's plan as it is placed (sched/turn_plan.h): the plan-replay check.
+  std::function<void(const sched::TurnPlan&)> on_plan;
   // Called about every `progress_interval_s` of wall time with (sim time, turns done, turns total).
   std::function<void(double, int64_t, int64_t)> progress;
   double progress_interval_s = 2.0;

@@ -12,7 +12,7 @@ namespace {
 
 SimConfig small(Mode mode, int agents = 48) {
   SimConfig cfg = *default_sim_config("ds660b");
-  cfg.mode = mode;
+  cfg.scheduler.mode = mode;
   cfg.agents = agents;
   cfg.dataset = "32k";
   return cfg;
@@ -110,9 +110,9 @@ TEST(ClusterSim, PassStatisticsSayWhetherTheQuotaOrTheQueueEndedABatch) {
   EXPECT_LE(r.quota_bound_fraction, 1.0);
   // A quota below one token's attention cuts nearly every batch (to one token: only a request
   // with one token left then runs whole); one no batch reaches (an hour) cuts none.
-  cfg.quota_s = 1e-7;
+  cfg.scheduler.quota_s = 1e-7;
   EXPECT_GT(run_experiment(cfg)->quota_bound_fraction, 0.99);
-  cfg.quota_s = 3600;  // the largest the config accepts
+  cfg.scheduler.quota_s = 3600;  // the largest the config accepts
   auto unbounded = *run_experiment(cfg);
   EXPECT_EQ(unbounded.quota_bound_fraction, 0.0);
   EXPECT_DOUBLE_EQ(unbounded.batched_requests_per_engine_pass,
@@ -138,7 +138,7 @@ TEST(ClusterSim, DualPathBeatsBasicWhenThePrefillStorageNicIsTheBottleneck) {
   SimConfig cfg = small(Mode::kBasic, 256);
   cfg.dataset = "64k";
   double basic = run_experiment(cfg)->jct_s;
-  cfg.mode = Mode::kFull;
+  cfg.scheduler.mode = Mode::kFull;
   double full = run_experiment(cfg)->jct_s;
   EXPECT_LT(full, basic);
 }
@@ -151,7 +151,7 @@ TEST(ClusterSim, NoRunBeatsItsIoComputeOrChainFloor) {
   for (int i = 0; i < 10; ++i) {
     const char* m = models[rng() % 3];
     SimConfig cfg = *default_sim_config(m);
-    cfg.mode = static_cast<Mode>(rng() % 5);
+    cfg.scheduler.mode = static_cast<Mode>(rng() % 5);
     cfg.prefill_nodes = 1 + static_cast<int>(rng() % 3);
     cfg.decode_nodes = 1 + static_cast<int>(rng() % 3);
     if (std::string(m) == "ds660b") {  // 671 GB of weights need two nodes per EP group (each)
@@ -165,7 +165,7 @@ TEST(ClusterSim, NoRunBeatsItsIoComputeOrChainFloor) {
     auto r = run_experiment(cfg);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     SCOPED_TRACE(fmt::format("{} {} {} agents={} snic={:.0f}GB/s", m, cfg.pd_label(),
-                             mode_name(cfg.mode), cfg.agents, cfg.hw.snic_bytes_per_s / 1e9));
+                             mode_name(cfg.scheduler.mode), cfg.agents, cfg.hw.snic_bytes_per_s / 1e9));
     EXPECT_GE(r->jct_s, r->io_floor_s * (1 - 1e-9));
     EXPECT_GE(r->jct_s, r->compute_floor_s * (1 - 1e-9));
     EXPECT_GE(r->jct_s, r->chain_floor_s * (1 - 1e-9));
@@ -176,7 +176,7 @@ TEST(ClusterSim, NoRunBeatsItsIoComputeOrChainFloor) {
 // agent alone, far above the throughput floors; with many agents the throughput floors bind.
 TEST(ClusterSim, FewAgentsFinishNearTheirLongestAgentAlone) {
   SimConfig cfg = *default_sim_config("ds660b");
-  cfg.mode = Mode::kFull;
+  cfg.scheduler.mode = Mode::kFull;
   cfg.agents = 4;
   auto few = run_experiment(cfg);
   ASSERT_TRUE(few.is_ok()) << few.status().to_string();
@@ -287,7 +287,7 @@ TEST(ClusterSimAdaptive, ANewEpSizeReloadsTheWeightsAndRoundRobinModesAreRefused
   EXPECT_EQ(r->ep_regroups[0].ep_gpus_to, 32);
   EXPECT_GT(r->ep_regroups[0].switch_s, cfg.adaptive.switch_s);  // + the weight reload
 
-  cfg.mode = Mode::kBasic;
+  cfg.scheduler.mode = Mode::kBasic;
   Status s = cfg.validate();
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("adaptive.enabled"), std::string::npos) << s.message();

@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 // run takes a fraction of a second: the rule is the paper's, its windows are smaller.
 SimConfig online_small(Mode mode, double aps) {
   SimConfig cfg = *default_sim_config("ds27b");
-  cfg.mode = mode;
+  cfg.scheduler.mode = mode;
   cfg.dataset = "32k";
   cfg.online.aps = aps;
   cfg.online.window_s = 100;
@@ -157,7 +157,7 @@ TEST(OnlineSim, CapacityOfOracleAtLeastDualPathAtLeastBasicOnRandomClusters) {
     double cap[3];
     int k = 0;
     for (Mode m : {Mode::kBasic, Mode::kFull, Mode::kOracle}) {
-      cfg.mode = m;
+      cfg.scheduler.mode = m;
       auto c = find_capacity(cfg, opt);
       ASSERT_TRUE(c.is_ok()) << c.status().to_string();
       std::printf("%s %s: capacity %.3f APS in %zu probes, %.1f s wall\n", cfg.pd_label().c_str(),

@@ -28,7 +28,7 @@ SimConfig base(const std::string& model, const std::string& dataset, int p, int 
   c.decode_nodes = d;
   c.fit_ep_groups();
   c.agents = agents;
-  c.mode = mode;
+  c.scheduler.mode = mode;
   c.seed = seed;
   return c;
 }
@@ -36,7 +36,7 @@ SimConfig base(const std::string& model, const std::string& dataset, int p, int 
 std::string label_of(const SimConfig& c, const std::string& extra = {}) {
   if (c.online.enabled()) return online_label(c) + extra;
   return fmt::format("{} {} {} {} {}{}", c.model.name, c.dataset, c.pd_label(), c.agents,
-                     mode_name(c.mode), extra);
+                     mode_name(c.scheduler.mode), extra);
 }
 
 // The online experiments (PAPER.md §10.4, §10.7, §10.8) use the 64K dataset: the paper does not
@@ -76,7 +76,7 @@ void run_parallel(size_t n, int threads, Job job) {
 }
 
 std::string capacity_label(const SimConfig& c) {
-  return fmt::format("{} {} {} {}", c.model.name, c.dataset, c.pd_label(), mode_name(c.mode));
+  return fmt::format("{} {} {} {}", c.model.name, c.dataset, c.pd_label(), mode_name(c.scheduler.mode));
 }
 
 // The SLO capacities (APS) the searches found for `model`'s P/D in `mode`, by seed.
@@ -125,7 +125,7 @@ const std::vector<double>& fig12left_aps() {
 
 std::string online_label(const SimConfig& c) {
   return fmt::format("{} {} {} aps{} {}", c.model.name, c.dataset, c.pd_label(), c.online.aps,
-                     mode_name(c.mode));
+                     mode_name(c.scheduler.mode));
 }
 
 std::vector<PaperRun> paper_runs(const PaperOptions& o) {
@@ -335,9 +335,9 @@ std::vector<PaperCheck> paper_checks(const std::vector<PaperRun>& runs,
   for (auto [agents, paper] : fig7) {
     auto b = base("ds660b", "64k", 2, 4, agents, Mode::kBasic, 1);
     auto f = b;
-    f.mode = Mode::kFull;
+    f.scheduler.mode = Mode::kFull;
     auto orc = b;
-    orc.mode = Mode::kOracle;
+    orc.scheduler.mode = Mode::kOracle;
     // The seed does not enter the label, so any seed's runs are found.
     double jb = jct("fig7", b), jf = jct("fig7", f), jo = jct("fig7", orc);
     rel(fmt::format("fig7 ds660b 64k {} JCT(basic)/JCT(full)", agents), jb / jf, paper, 0.15);
@@ -352,7 +352,7 @@ std::vector<PaperCheck> paper_checks(const std::vector<PaperRun>& runs,
         {Mode::kLayerwise, -17.21}, {Mode::kDualPath, -38.19}, {Mode::kFull, -45.62}};
     for (auto [m, paper] : steps) {
       auto c = b;
-      c.mode = m;
+      c.scheduler.mode = m;
       double pct = 100.0 * (jct("fig12", c) / jb - 1.0);
       check(fmt::format("fig12 {} agents {} JCT vs basic (%)", agents, mode_name(m)), pct, paper,
             paper - 8, paper + 8, "within 8 points");
@@ -397,7 +397,7 @@ std::vector<PaperCheck> paper_checks(const std::vector<PaperRun>& runs,
       auto b = base("ds660b", "64k", 2, 4, 1024, Mode::kBasic, 1);
       b.append_scale = s;
       auto f = b;
-      f.mode = Mode::kFull;
+      f.scheduler.mode = Mode::kFull;
       std::string extra = fmt::format(" appendx{}", s);
       rel(fmt::format("fig9 append x{} JCT(basic)/JCT(full)", s), jct("fig9", b, extra) /
                                                                       jct("fig9", f, extra),
@@ -409,7 +409,7 @@ std::vector<PaperCheck> paper_checks(const std::vector<PaperRun>& runs,
       auto b = base("ds660b", "64k", 2, 4, 1024, Mode::kBasic, 1);
       b.append_scale = s;
       auto f = b;
-      f.mode = Mode::kFull;
+      f.scheduler.mode = Mode::kFull;
       std::string extra = fmt::format(" appendx{}", s);
       return jct("fig9", b, extra) / jct("fig9", f, extra);
     };

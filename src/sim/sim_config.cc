@@ -13,53 +13,6 @@
 
 namespace dualpath::sim {
 
-const std::vector<std::string>& mode_names() {
-  static const std::vector<std::string> kNames = {"basic", "layerwise", "dualpath", "full",
-                                                  "oracle",    "split"};
-  return kNames;
-}
-
-Result<Mode> parse_mode(std::string_view name) {
-  static const Mode kModes[] = {Mode::kBasic, Mode::kLayerwise, Mode::kDualPath, Mode::kFull,
-                                Mode::kOracle, Mode::kSplit};
-  for (size_t i = 0; i < mode_names().size(); ++i) {
-    if (mode_names()[i] == name) return kModes[i];
-  }
-  std::string hint = closest_match(name, mode_names());
-  return Status::invalid_argument(fmt::format(
-      "unknown mode '{}'; use one of {}{}", name, fmt::join(mode_names(), ", "),
-      hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
-}
-
-sched::PathPolicy path_policy(Mode m) {
-  switch (m) {
-    case Mode::kBasic:
-    case Mode::kLayerwise:
-      return sched::PathPolicy::kPeOnly;
-    case Mode::kDualPath:
-      return sched::PathPolicy::kAlternate;
-    case Mode::kFull:
-      return sched::PathPolicy::kShortestQueue;
-    case Mode::kOracle:
-      return sched::PathPolicy::kNoIo;
-    case Mode::kSplit:
-      return sched::PathPolicy::kSplit;
-  }
-  return sched::PathPolicy::kPeOnly;
-}
-
-bool uses_paper_scheduler(Mode m) {
-  return m == Mode::kFull || m == Mode::kOracle || m == Mode::kSplit;
-}
-
-bool reads_on_both_sides(Mode m) {
-  const sched::PathPolicy p = path_policy(m);
-  return p == sched::PathPolicy::kAlternate || p == sched::PathPolicy::kShortestQueue ||
-         p == sched::PathPolicy::kSplit;
-}
-
-std::string_view mode_name(Mode m) { return mode_names()[static_cast<size_t>(m)]; }
-
 void SimConfig::fit_ep_groups() {
   // Adaptive P/D keeps the full sizes: each layout it may move to groups its own nodes by them
   // (sched::static_pd_layout clamps per layout), as that split run statically would.
@@ -202,26 +155,13 @@ Status SimConfig::validate() const {
   DP_RETURN_IF_ERROR(need(pe_buffer_bytes > 0 && de_buffer_bytes > 0,
                           "cluster.pe_buffer_gb and cluster.de_buffer_gb must be positive"));
   // Upper bounds keep typos (1e300, inf) from overflowing token counts or stalling the run.
-  DP_RETURN_IF_ERROR(need(quota_s > 0 && quota_s <= 3600,
-                          fmt::format("scheduler.quota_ms = {} must be in (0, 3600000] (the paper "
-                                      "uses 300)", quota_s * 1e3)));
+  DP_RETURN_IF_ERROR(scheduler.validate());
   for (auto [v, name] : {std::pair{append_scale, "workload.append_scale"},
                          std::pair{gen_scale, "workload.gen_scale"}}) {
     DP_RETURN_IF_ERROR(need(v >= 1e-3 && v <= 1000,
                             fmt::format("{} = {} must be between 0.001 and 1000 (1 = unscaled)",
                                         name, v)));
   }
-  for (auto [v, name, fix] :
-       {std::tuple{alpha_read_s, "scheduler.alpha_s", "the paper uses 3"},
-        std::tuple{beta_compute_s, "scheduler.beta_s", "the paper uses 5"},
-        std::tuple{z_factor, "scheduler.z_factor", "the paper uses 1.05"}}) {
-    DP_RETURN_IF_ERROR(need(v > 0 && v <= 1e6, fmt::format("{} = {} must be in (0, 1e6]; {}",
-                                                            name, v, fix)));
-  }
-  DP_RETURN_IF_ERROR(need(fetch_interval_s >= 1e-6 && fetch_interval_s <= 3600,
-                          fmt::format("scheduler.fetch_interval_ms = {} must be between 0.001 and "
-                                      "3600000 (default 50)",
-                                      fetch_interval_s * 1e3)));
   for (auto [v, name] : {std::pair{pe_buffer_bytes, "cluster.pe_buffer_gb"},
                          std::pair{de_buffer_bytes, "cluster.de_buffer_gb"},
                          std::pair{basic_prefill_kv_bytes, "cluster.basic_prefill_kv_gb"},
@@ -274,11 +214,11 @@ Status SimConfig::validate() const {
     }
   }
   if (adaptive.enabled) {
-    DP_RETURN_IF_ERROR(need(uses_paper_scheduler(mode),
+    DP_RETURN_IF_ERROR(need(uses_paper_scheduler(scheduler.mode),
                             fmt::format("adaptive P/D (adaptive.enabled, --adaptive-pd) needs the "
                                         "paper's scheduler, whose queues it reads; mode '{}' "
                                         "places round robin: use mode full, split or oracle",
-                                        mode_name(mode))));
+                                        mode_name(scheduler.mode))));
     const auto& a = adaptive.controller;
     for (auto [v, name] : {std::pair{a.interval_s, "adaptive.interval_s"},
                            std::pair{a.prefill_high_s, "adaptive.prefill_high_s"},
@@ -306,7 +246,7 @@ Status apply_config(Config& f, SimConfig& c) {
       auto d = default_sim_config(name);
       if (d.is_ok()) {
         SimConfig fresh = *d;
-        fresh.mode = c.mode;
+        fresh.scheduler.mode = c.scheduler.mode;
         c = fresh;
       }
     }
@@ -333,23 +273,9 @@ Status apply_config(Config& f, SimConfig& c) {
   c.block_tokens = static_cast<int>(
       f.integer("store.block_tokens", c.block_tokens, 1, 1 << 20, "tokens per KV block"));
 
-  std::string mode = f.choice("scheduler.mode", std::string(mode_name(c.mode)), mode_names());
-  if (auto m = parse_mode(mode); m.is_ok()) c.mode = *m;
-  c.quota_s = f.positive_number("scheduler.quota_ms", c.quota_s * 1e3, "ms") / 1e3;
-  c.alpha_read_s = f.positive_number("scheduler.alpha_s", c.alpha_read_s, "seconds of reading");
-  c.beta_compute_s = f.positive_number("scheduler.beta_s", c.beta_compute_s, "seconds of prefill");
-  c.z_factor = f.positive_number("scheduler.z_factor", c.z_factor);
-  c.fetch_interval_s =
-      f.positive_number("scheduler.fetch_interval_ms", c.fetch_interval_s * 1e3, "ms") / 1e3;
+  DP_RETURN_IF_ERROR(sched::read_scheduler_settings(f, c.scheduler));
   c.read_queue_depth = static_cast<int>(
       f.integer("scheduler.read_queue_depth", c.read_queue_depth, 1, 4096, "reads in flight"));
-  DP_ASSIGN_OR_RETURN(
-      c.pe_policy,
-      sched::parse_pe_policy(f.choice("scheduler.pe_policy",
-                                      std::string(sched::pe_policy_name(c.pe_policy)),
-                                      {"paper", "tail"})));
-  c.split_min_tokens = f.integer("scheduler.split_min_tokens", c.split_min_tokens, 1, INT64_MAX,
-                                 "tokens: a smaller part of a split read is not split off");
 
   c.dataset = f.string("workload.dataset", c.dataset, "32k, 48k, 64k, weka:PATH or mooncake:PATH");
   c.agents = static_cast<int>(f.integer("workload.agents", c.agents, 1, kMaxAgents, "agents"));

@@ -12,33 +12,18 @@
 #include "sched/pd_controller.h"
 #include "sched/pe_scheduler.h"
 #include "sched/read_path.h"
+#include "sched/scheduler_settings.h"
 
 namespace dualpath::sim {
 
-// PAPER.md §9 baselines and the ablation of §10.5.
-enum class Mode {
-  kBasic,      // PE-side reads only, no layerwise prefill, round-robin engines
-  kLayerwise,  // + layerwise prefill (transfers overlap compute, HBM holds one layer)
-  kDualPath,   // + the DE read path, sides alternating round-robin; round-robin engines
-  kFull,       // + the scheduler: Algorithm 1, DE two-phase, read-queue path choice,
-               //   compute-quota batching (DualPath)
-  kOracle,     // full, with no storage reads, no H2D/D2H and no PD transfer (zero-I/O bound)
-  kSplit,      // full, with split reads: one request's hit blocks read by both sides at once
-               //   (PAPER.md §11 future work; sched::split_read)
-};
-
-// Modes placed by the paper's scheduler (Algorithm 1, DE two-phase; the others round robin).
-bool uses_paper_scheduler(Mode m);
-
-// Modes whose decode nodes read from storage too (their storage NICs count in the I/O bound).
-bool reads_on_both_sides(Mode m);
-
-// The path half of a mode: how its scheduler picks a request's read path.
-sched::PathPolicy path_policy(Mode m);
-
-const std::vector<std::string>& mode_names();
-Result<Mode> parse_mode(std::string_view name);
-std::string_view mode_name(Mode m);
+// The modes and their one policy table live in sched/scheduler_settings.h (shared with the live
+// service).
+using Mode = sched::Mode;
+using sched::mode_name;
+using sched::mode_names;
+using sched::parse_mode;
+using sched::reads_on_both_sides;
+using sched::uses_paper_scheduler;
 
 // The most agents one run takes: 48P96D runs 49,152 in ~0.5 GB, so 1 M needs ~10 GB.
 inline constexpr int kMaxAgents = 1'000'000;
@@ -79,7 +64,9 @@ struct SimConfig {
   model::ModelSpec model;
   model::HardwareSpec hw;
   model::Efficiency eff;
-  Mode mode = Mode::kFull;
+  // The [scheduler] keys shared with the live service (mode, quota, alpha, beta, Z, fetch
+  // interval, PE policy, split size; PAPER.md §8.5).
+  sched::SchedulerSettings scheduler;
 
   int prefill_nodes = 2;
   int decode_nodes = 4;
@@ -94,17 +81,7 @@ struct SimConfig {
   double basic_prefill_kv_bytes = 3.65e9;
   int block_tokens = 64;
 
-  // Scheduler (PAPER.md §8.5).
-  double quota_s = 0.3;
-  double alpha_read_s = 3.0;
-  double beta_compute_s = 5.0;
-  double z_factor = 1.05;
-  double fetch_interval_s = 0.05;  // how often an engine group pulls work
-  int read_queue_depth = 8;        // reads in flight per storage NIC
-  // Split reads (Mode::kSplit): a part below this many tokens is not split off a request.
-  int64_t split_min_tokens = 1024;
-  // How Algorithm 1 ranks PE engines: "paper" (prompt tokens) or "tail" (prefill work).
-  sched::PePolicy pe_policy = sched::PePolicy::kPaper;
+  int read_queue_depth = 8;        // scheduler.read_queue_depth: reads in flight per storage NIC
   int max_batch_requests = 256;    // per GPU and pass without a quota
   // CNIC sharing: model traffic (EP dispatch/combine) is high priority; KV keeps this floor.
   double kv_class_floor = 0.01;
