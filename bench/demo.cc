@@ -10,6 +10,7 @@
 #include "compute/init_rng.h"
 #include "engine/engine_config.h"
 #include "bench/session_stream.h"
+#include "bench/hop_bytes_json.h"
 
 namespace dualpath::bench {
 
@@ -89,7 +90,7 @@ Json DemoReport::to_json() const {
                                                 {"hit_tokens", r.hit_tokens},
                                                 {"path", sched::read_path_name(r.path)},
                                                 {"output_tokens", r.output_tokens},
-                                                {"bytes", r.bytes.to_json()},
+                                                {"bytes", hop_bytes_json(r.bytes)},
                                                 {"pe_read_bytes", r.pe_read_bytes},
                                                 {"de_read_bytes", r.de_read_bytes},
                                                 {"ttft_s", r.ttft_s},

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "bench/session_stream.h"
+#include "bench/hop_bytes_json.h"
 #include "engine/engine_config.h"
 #include "sim/experiment.h"
 #include "sim/stop_rule.h"
@@ -316,7 +317,7 @@ Json LiveBenchResult::to_json() const {
               {"hit_tokens", hit_tokens},
               {"storage_read_bytes", bytes.storage_read},
               {"storage_read_bytes_by_node", storage_read_by_node},
-              {"bytes", bytes.to_json()},
+              {"bytes", hop_bytes_json(bytes)},
               {"pe_path_turns", pe_path_turns},
               {"de_path_turns", de_path_turns},
               {"snic_max_over_avg", snic_max_over_avg},

@@ -31,6 +31,8 @@
 #include <optional>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/percentiles.h"
 #include "serve/cluster.h"
 #include "sim/cluster_sim.h"
@@ -39,7 +41,7 @@
 namespace dualpath::bench {
 
 using engine::HopBytes;
-using engine::Json;
+using Json = nlohmann::json;
 using serve::TurnRequest;
 using serve::TurnResult;
 

@@ -1,4 +1,4 @@
-// The live system with real parts: the scheduler service and node processes (dp_engine_node),
+// The live system with real parts: the scheduler service and node processes (dp_node_program),
 // UCX over shared memory, block files in a per-test temporary directory, the tiny CPU
 // transformer, driven by the demo's sessions (bench/demo.h).
 #include <gtest/gtest.h>
@@ -286,36 +286,6 @@ Status load_error(const std::string& toml, const std::string& dir) {
   const std::string path = dir + "/bad.toml";
   std::ofstream(path) << toml;
   return engine::load_engine_config(path).status();
-}
-
-// A node prices modeled time with the driver's [hardware] and [efficiency]: they survive the
-// setup message field by field.
-TEST(LiveConfig, SetupCarriesTheCostModelInputs) {
-  engine::NodeSetup setup;
-  setup.backend.compute = "modeled";
-  setup.backend.hardware.name = "custom";
-  setup.backend.hardware.snic_bytes_per_s = 1.25e9;
-  setup.backend.hardware.gpus_per_node = 4;
-  setup.backend.efficiency.layer_overhead_s = 0.001;
-  setup.backend.efficiency.storage_efficiency = 0.5;
-  setup.backend.efficiency.intra_node_layer_overhead_s = 0.0005;
-  setup.backend.efficiency.request_overhead_s = 0.0002;
-  setup.backend.prefill_ep_gpus = 8;
-  setup.backend.decode_ep_gpus = 16;
-  setup.engines = 3;
-  auto back = engine::NodeSetup::from_json(setup.to_json());
-  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-  EXPECT_EQ(back->backend.hardware.name, "custom");
-  EXPECT_EQ(back->backend.hardware.snic_bytes_per_s, 1.25e9);
-  EXPECT_EQ(back->backend.hardware.gpus_per_node, 4);
-  EXPECT_EQ(back->backend.efficiency.layer_overhead_s, 0.001);
-  EXPECT_EQ(back->backend.efficiency.storage_efficiency, 0.5);
-  EXPECT_EQ(back->backend.efficiency.linear_mfu, model::Efficiency{}.linear_mfu);
-  EXPECT_EQ(back->backend.efficiency.intra_node_layer_overhead_s, 0.0005);
-  EXPECT_EQ(back->backend.efficiency.request_overhead_s, 0.0002);
-  EXPECT_EQ(back->backend.prefill_ep_gpus, 8);
-  EXPECT_EQ(back->backend.decode_ep_gpus, 16);
-  EXPECT_EQ(back->engines, 3);
 }
 
 TEST(LiveConfig, BadValuesNameTheirKey) {

@@ -20,12 +20,14 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "serve/cluster.h"
 
 namespace dualpath::bench {
 
 using engine::HopBytes;
-using engine::Json;
+using Json = nlohmann::json;
 using serve::TurnRequest;
 using serve::TurnResult;
 

@@ -28,12 +28,12 @@
 #include <vector>
 
 #include "common/percentiles.h"
-#include "engine/control_channel.h"
+#include <nlohmann/json.hpp>
 #include "serve/serve_config.h"
 
 namespace dualpath::bench {
 
-using engine::Json;
+using Json = nlohmann::json;
 
 struct ServeBenchOptions {
   int sessions = 16;
@@ -44,7 +44,7 @@ struct ServeBenchOptions {
   int64_t max_tokens = 32;
   uint64_t seed = 1;
   // The node program and its leading arguments (empty: the dualpath binary's `node`; tests give
-  // dp_engine_node).
+  // dp_node_program).
   std::string node_program;
   std::vector<std::string> node_args;
   // Called after every request with (requests done, requests in all, real seconds so far).

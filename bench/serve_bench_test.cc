@@ -22,7 +22,7 @@ TEST(ServeBench, BasicAndFullServeTheSameSessionsWithTheSameRepliesAndHitTheirKv
   o.context_tokens = 700;
   o.append_tokens = 40;
   o.max_tokens = 12;
-  o.node_program = DP_ENGINE_NODE_PATH;
+  o.node_program = DP_NODE_PROGRAM;
   std::vector<ServeBenchRun> runs;
   for (serve::ServeMode m : {serve::ServeMode::kBasic, serve::ServeMode::kFull}) {
     auto r = run_serve_bench(cfg, m, o);

@@ -9,13 +9,15 @@
 #include <cstdint>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "compute/init_rng.h"
 #include "serve/cluster.h"
 
 namespace dualpath::bench {
 
 using engine::HopBytes;
-using engine::Json;
+using Json = nlohmann::json;
 using serve::TurnRequest;
 using serve::TurnResult;
 

@@ -11,6 +11,8 @@ pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # built with OpenSSL: its flags
 find_package(OpenSSL REQUIRED)                                     # SHA-256 of API keys
 find_package(prometheus-cpp CONFIG REQUIRED)                       # /metrics
+find_package(Protobuf REQUIRED)                                    # the control plane's messages
+find_package(gRPC CONFIG REQUIRED)                                 # the control plane's RPC
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)  # checkpoints' tokenizer.model
 if(DUALPATH_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -16,6 +16,7 @@ pkgs=(
   nlohmann-json3-dev            # JSON output and trace parsing
   libcpp-httplib-dev libssl-dev # HTTP API (cpp-httplib is built with OpenSSL; SHA-256 of API keys)
   prometheus-cpp-dev            # Prometheus /metrics
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # control plane: gRPC, protobuf
   libsentencepiece-dev sentencepiece  # a checkpoint's tokenizer.model (serve --model DIR); spm_train for its test
   libgtest-dev libgmock-dev     # unit tests
   clang libfuzzer-14-dev        # fuzzing (scripts/fuzz.sh, fuzz/)

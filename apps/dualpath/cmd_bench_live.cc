@@ -29,7 +29,7 @@
 namespace dualpath::app {
 namespace {
 
-using engine::Json;
+using Json = nlohmann::json;
 
 struct LiveArgs {
   std::string config_path;

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
 #include "apps/dualpath/gnuplot.h"
@@ -20,7 +22,7 @@
 namespace dualpath::app {
 namespace {
 
-using engine::Json;
+using Json = nlohmann::json;
 
 struct ServeBenchArgs {
   std::string config_path;

@@ -98,7 +98,7 @@ int run(const DemoArgs& a) {
   }
   std::fputs(report->table().c_str(), stdout);
   if (!a.json_path.empty()) {
-    engine::Json j = report->to_json();
+    nlohmann::json j = report->to_json();
     j["model"] = cfg->model;
     j["path"] = a.path;
     j["seed"] = a.seed;

@@ -11,6 +11,8 @@
 
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
+#include "control/credential.h"
+#include "control/rpc.h"
 #include "serve/api_keys.h"
 #include "serve/cluster.h"
 #include "serve/doctor.h"
@@ -26,6 +28,8 @@ struct ServeArgs {
   int port = 8000;
   bool external_nodes = false;
   std::optional<int> scheduler_port;
+  std::optional<std::string> scheduler_host;
+  std::string cluster_key;
   std::string api_keys;
   std::string settings;
   bool skip_doctor = false;
@@ -52,6 +56,22 @@ int run(const ServeArgs& a) {
                       "free one)",
                       *a.scheduler_port));
     cfg->scheduler.port = static_cast<uint16_t>(*a.scheduler_port);
+  }
+  if (a.scheduler_host) cfg->scheduler.host = *a.scheduler_host;
+  if (!a.cluster_key.empty()) cfg->scheduler.cluster_key = a.cluster_key;
+  if (!cfg->scheduler.cluster_key.empty()) {
+    // Checked now, so that a bad file is a usage error naming the flag, not a failed start.
+    auto cred = control::read_credential(cfg->scheduler.cluster_key);
+    if (!cred.is_ok()) return usage_error(cred.status().message());
+  }
+  if (a.external_nodes && !control::is_loopback_host(cfg->scheduler.host) &&
+      cfg->scheduler.cluster_key.empty()) {
+    return usage_error(fmt::format(
+        "--external-nodes with the scheduler on {} (--scheduler-host, scheduler.host) and no "
+        "--cluster-key would let anyone who reaches port {} join as a node; make a credential "
+        "with `dualpath keygen --out cluster.key` and give --cluster-key cluster.key here and to "
+        "every `dualpath node`",
+        cfg->scheduler.host, cfg->scheduler.port));
   }
   std::shared_ptr<serve::ApiKeys> keys;
   if (!a.api_keys.empty()) {
@@ -200,13 +220,24 @@ void setup(CLI::App& parent, int& exit_code) {
       "  dualpath serve --host 0.0.0.0 --api-keys keys.toml\n"
       "  dualpath serve --config configs/emu-2p4d.toml\n"
       "  dualpath serve --model ~/models/my-llama   # a Hugging Face llama checkpoint\n"
-      "  dualpath serve --config cluster.toml --external-nodes");
+      "  dualpath serve --config cluster.toml --external-nodes --scheduler-host 0.0.0.0 \\\n"
+      "      --cluster-key cluster.key   # nodes on other hosts (dualpath keygen)");
   cmd->add_option("--config", args->config_path,
                   "TOML cluster file ([model], [cluster], [store], [live], [scheduler], ...)");
-  cmd->add_option("--host", args->host, "address the API binds (default 127.0.0.1)");
+  cmd->add_option("--host", args->host,
+                  "address the HTTP API binds (default 127.0.0.1); the scheduler's port for nodes "
+                  "is --scheduler-host's");
   cmd->add_option("--port", args->port, "port the API binds (default 8000)");
   cmd->add_option("--scheduler-port", args->scheduler_port,
                   "port nodes connect to (default scheduler.port, 8100; 0: any free one)");
+  cmd->add_option("--scheduler-host", args->scheduler_host,
+                  "address the scheduler binds for nodes (default scheduler.host, 127.0.0.1; "
+                  "--host moves the API only). Another host's nodes need it on an address they "
+                  "reach, and then --cluster-key");
+  cmd->add_option("--cluster-key", args->cluster_key,
+                  "the cluster credential (`dualpath keygen --out FILE`): the scheduler and the "
+                  "nodes speak mutual TLS and only holders of the file may join (default: "
+                  "scheduler.cluster_key; local nodes get an ephemeral one)");
   cmd->add_option("--api-keys", args->api_keys,
                   "TOML file of [[keys]] (name, key_sha256 or key, scopes: models, chat, "
                   "completions, metrics, admin); reloaded on SIGHUP. Without it the API serves "

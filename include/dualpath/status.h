@@ -3,6 +3,7 @@
 // Cheap when OK (no allocation), carries a code and a message that says what failed, where, and
 // what to try. Nothing throws across a module boundary; adapters catch and return a Status.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -29,6 +30,8 @@ enum class StatusCode : int {
 };
 
 std::string_view status_code_name(StatusCode code);
+// A code that came from outside (a peer's message): itself when it is one, else kInternal.
+StatusCode status_code_from_int(int64_t code);
 
 class [[nodiscard]] Status {
  public:
@@ -76,6 +79,7 @@ class [[nodiscard]] Status {
   bool is_in_progress() const { return code() == StatusCode::kInProgress; }
   bool is_aborted() const { return code() == StatusCode::kAborted; }
   bool is_failed_precondition() const { return code() == StatusCode::kFailedPrecondition; }
+  bool is_already_exists() const { return code() == StatusCode::kAlreadyExists; }
 
   Status(const Status& other);
   Status& operator=(const Status& other);

@@ -8,6 +8,14 @@
 
 namespace dualpath {
 
+StatusCode status_code_from_int(int64_t code) {
+  if (code < static_cast<int64_t>(StatusCode::kOk) ||
+      code > static_cast<int64_t>(StatusCode::kInternal)) {
+    return StatusCode::kInternal;
+  }
+  return static_cast<StatusCode>(code);
+}
+
 std::string_view status_code_name(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return "OK";

@@ -11,20 +11,6 @@
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
 
-// The CostModel's inputs travel in a node's setup message: every field, by name (a field absent
-// from the message keeps its default).
-namespace dualpath::model {
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(HardwareSpec, name, gpus_per_node, bf16_flops,
-                                                fp8_flops, hbm_bytes, hbm_bytes_per_s,
-                                                cnic_bytes_per_s, snics_per_node,
-                                                snic_bytes_per_s, dram_bytes_per_s,
-                                                pcie_bytes_per_s)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Efficiency, linear_mfu, attention_mfu,
-                                                layer_overhead_s, intra_node_layer_overhead_s,
-                                                request_overhead_s, decode_step_overhead_s,
-                                                decode_mbu, decode_mfu, storage_efficiency)
-}  // namespace dualpath::model
-
 namespace dualpath::engine {
 
 namespace {
@@ -34,37 +20,6 @@ constexpr int32_t kModeledVocab = 32000;
 constexpr const char* kModeledHardware = "h800";
 }  // namespace
 
-Json BackendSpec::to_json() const {
-  return Json{{"compute", compute},
-              {"model", model},
-              {"weights", weights},
-              {"weights_seed", weights_seed},
-              {"kv_scale", kv_scale},
-              {"time_dilation", time_dilation},
-              {"prefill_ep_gpus", prefill_ep_gpus},
-              {"decode_ep_gpus", decode_ep_gpus},
-              {"hardware", hardware},
-              {"efficiency", efficiency}};
-}
-
-Result<BackendSpec> BackendSpec::from_json(const Json& j) {
-  BackendSpec s;
-  try {
-    s.compute = j.value("compute", s.compute);
-    s.model = j.value("model", s.model);
-    s.weights = j.value("weights", s.weights);
-    s.weights_seed = j.value("weights_seed", s.weights_seed);
-    s.kv_scale = j.value("kv_scale", s.kv_scale);
-    s.time_dilation = j.value("time_dilation", s.time_dilation);
-    s.prefill_ep_gpus = j.value("prefill_ep_gpus", s.prefill_ep_gpus);
-    s.decode_ep_gpus = j.value("decode_ep_gpus", s.decode_ep_gpus);
-    s.hardware = j.value("hardware", s.hardware);
-    s.efficiency = j.value("efficiency", s.efficiency);
-  } catch (const Json::exception& ex) {
-    return Status::invalid_argument(fmt::format("bad backend spec in the node setup: {}", ex.what()));
-  }
-  return s;
-}
 
 Result<std::unique_ptr<BackendFactory>> BackendFactory::create(const BackendSpec& spec) {
   std::unique_ptr<BackendFactory> f(new BackendFactory());

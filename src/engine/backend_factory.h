@@ -11,7 +11,6 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
 
 #include "common/clock.h"
 #include "compute/compute_backend.h"
@@ -22,7 +21,6 @@
 
 namespace dualpath::engine {
 
-using Json = nlohmann::json;
 
 struct BackendSpec {
   std::string compute = "cpu";  // "cpu" (a compute/ CPU preset) or "modeled" (a model/ preset)
@@ -41,9 +39,6 @@ struct BackendSpec {
   model::Efficiency efficiency;
   int prefill_ep_gpus = 1;
   int decode_ep_gpus = 1;
-
-  Json to_json() const;
-  static Result<BackendSpec> from_json(const Json& j);
 };
 
 class BackendFactory {

@@ -12,7 +12,6 @@
 namespace dualpath::engine {
 
 namespace {
-using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Result<std::unique_ptr<DecodeEngine>> DecodeEngine::create(NodeRuntime& runtime) {
@@ -24,7 +23,7 @@ Result<std::unique_ptr<DecodeEngine>> DecodeEngine::create(NodeRuntime& runtime)
         auto msg = parse_message<PushLayerMsg>(m.header);
         if (!msg) return;
         {
-          std::lock_guard lock(self->mu_);
+          MutexLock lock(self->mu_);
           self->pushes_.push_back(*msg);
         }
         self->cv_.notify_all();
@@ -35,7 +34,7 @@ Result<std::unique_ptr<DecodeEngine>> DecodeEngine::create(NodeRuntime& runtime)
 DecodeEngine::~DecodeEngine() {
   (void)rt_.worker().set_am_handler(kPushLayerAm, [](const transport::AmMessage&) {});
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -47,8 +46,8 @@ void DecodeEngine::push_loop() {
     std::deque<PushLayerMsg> pushes;
     std::deque<PushDone> done;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !pushes_.empty() || !push_done_.empty(); });
+      MutexLock lock(mu_);
+      while (!stopping_ && pushes_.empty() && push_done_.empty()) cv_.wait(lock);  // notified
       if (stopping_) break;
       pushes.swap(pushes_);
       done.swap(push_done_);
@@ -59,9 +58,11 @@ void DecodeEngine::push_loop() {
       PushInFlight p = std::move(it->second);
       push_in_flight_.erase(it);
       if (d.status.is_ok()) {
-        std::lock_guard lock(mu_);
-        p.request->de_to_pe_bytes += (p.request->hit_blocks - p.request->first_read_block) *
-                                     static_cast<int64_t>(rt_.layout().layer_block_bytes());
+        // relaxed: read by the decode after the push's answer, which orders it (decode_engine.h)
+        p.request->de_to_pe_bytes.fetch_add(
+            (p.request->hit_blocks - p.request->first_read_block) *
+                static_cast<int64_t>(rt_.layout().layer_block_bytes()),
+            std::memory_order_relaxed);
       }
       answer_push(p.msg, p.pe, p.request, d.status);
       // p.put is done (its completion queued this); destroying it does not wait.
@@ -104,7 +105,7 @@ void DecodeEngine::start_push(const PushLayerMsg& msg) {
   std::shared_ptr<PeerNode> pe = *pe_or;
   std::shared_ptr<Request> r;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = requests_.find(msg.request_id);
     if (it != requests_.end()) r = it->second;
   }
@@ -115,7 +116,7 @@ void DecodeEngine::start_push(const PushLayerMsg& msg) {
   }
   // Never put into a PE slot after the request's timeout: the PE may have released (or
   // quarantined) it by then (prefill_engine.h).
-  if (Clock::now() - r->prepared_at > rt_.setup().timeout) {
+  if (rt_.clock().now() - r->prepared_at > rt_.setup().timeout) {
     answer_push(msg, pe, r,
                 Status::timed_out(fmt::format("push of request {} arrived after its timeout",
                                               msg.request_id)));
@@ -150,7 +151,7 @@ void DecodeEngine::start_push(const PushLayerMsg& msg) {
   // On the progress thread: only queue the completion for this thread.
   options.on_complete = [this, key](const Status& st) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       push_done_.push_back({key, st});
     }
     cv_.notify_all();
@@ -165,10 +166,19 @@ void DecodeEngine::start_push(const PushLayerMsg& msg) {
 }
 
 Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
-  const auto deadline = Clock::now() + rt_.setup().timeout;
+  const Clock& clock = rt_.clock();
+  const Duration deadline = clock.now() + rt_.setup().timeout;
   auto r = std::make_shared<Request>();
   r->prepare = request;
-  r->prepared_at = Clock::now();
+  r->prepared_at = clock.now();
+  // In the cancel registry from here: a cancel, or the node losing its scheduler (cancel_all),
+  // ends a wait for buffer space at once.
+  rt_.cancels().begin(request.request_id);
+  struct EndGuard {
+    CancelRegistry& c;
+    uint64_t id;
+    ~EndGuard() { c.end(id); }
+  } end_guard{rt_.cancels(), request.request_id};
   const PrepareRequest& p = r->prepare;
   const int32_t vocab = rt_.backends().vocab();
   for (int32_t t : p.tokens) {
@@ -202,7 +212,7 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
     DP_ASSIGN_OR_RETURN(r->buffer, rt_.dram().allocate_wait(blocks * fb, deadline, [&] {
       return rt_.cancels().cancelled(p.request_id);
     }), "request {}", p.request_id);
-    r->prepared_at = Clock::now();  // the buffer's TTL runs from here
+    r->prepared_at = clock.now();  // the buffer's TTL runs from here
   }
   r->hit_blocks = p.hit_tokens / bt;
   // The DE read path reads every hit block; a split read those after the PE side's part.
@@ -218,7 +228,7 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
     DP_ASSIGN_OR_RETURN(store::IoBatch batch, rt_.store().read(reads));
     const int64_t read_blocks = r->hit_blocks - r->first_read_block;
     DP_RETURN_IF_ERROR(
-        batch.wait_for(std::chrono::duration_cast<Duration>(deadline - Clock::now())),
+        batch.wait_for(deadline - clock.now()),
         "request {}: storage read of {} blocks", p.request_id, read_blocks);
     for (int64_t i = 0; i < read_blocks; ++i) {
       DP_RETURN_IF_ERROR(batch.results()[i], "request {}: hit block {} of {}", p.request_id,
@@ -228,7 +238,7 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
   }
   const uint64_t offset = r->buffer.offset_bytes();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (rt_.cancels().cancelled(p.request_id)) {
       return Status::aborted(fmt::format("request {} was cancelled", p.request_id));
     }
@@ -238,7 +248,7 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
 }
 
 Status DecodeEngine::release(uint64_t request_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   requests_.erase(request_id);
   return Status::ok();
 }
@@ -246,8 +256,8 @@ Status DecodeEngine::release(uint64_t request_id) {
 size_t DecodeEngine::reap_expired() {
   const Duration ttl =
       rt_.setup().buffer_ttl.count() > 0 ? rt_.setup().buffer_ttl : 2 * rt_.setup().timeout;
-  const auto now = Clock::now();
-  std::lock_guard lock(mu_);
+  const Duration now = rt_.clock().now();
+  MutexLock lock(mu_);
   return std::erase_if(requests_, [&](const auto& kv) {
     const bool expired = now - kv.second->prepared_at > ttl;
     const bool cancelled = rt_.cancels().cancelled(kv.first);
@@ -261,7 +271,7 @@ size_t DecodeEngine::reap_expired() {
 }
 
 size_t DecodeEngine::prepared() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return requests_.size();
 }
 
@@ -322,7 +332,7 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   } end_guard{rt_.cancels(), id};
   std::shared_ptr<Request> r;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = requests_.find(id);
     if (it == requests_.end()) {
       return Status::not_found(fmt::format("decode of request {}, which was not prepared", id));
@@ -339,10 +349,9 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   const auto fb = layout.full_block_bytes();
   const auto n = static_cast<int64_t>(p.tokens.size());
   HopBytes bytes;
-  {
-    std::lock_guard lock(mu_);  // written by the push thread, which is done with this request
-    bytes.de_to_pe = r->de_to_pe_bytes;
-  }
+  // The push thread is done with this request: the PE's prefill (which waited for every push's
+  // answer) came before this decode.
+  bytes.de_to_pe = r->de_to_pe_bytes.load(std::memory_order_relaxed);
 
   // Decode start: DE buffer -> DE HBM, laid out [layer][token][bytes].
   const int64_t capacity_tokens = (n + p.gen_tokens + bt - 1) / bt * bt;
@@ -350,7 +359,7 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   const int engine = p.engine;
   DP_ASSIGN_OR_RETURN(SlotLease hbm,
                       rt_.hbm(engine).allocate_wait(layers * stride,
-                                                    Clock::now() + rt_.setup().timeout,
+                                                    rt_.clock().now() + rt_.setup().timeout,
                                                     [&] { return rt_.cancels().cancelled(id); }),
                       "request {}: DE HBM", id);
   if (!p.oracle) {
@@ -370,7 +379,8 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   }
   r->buffer.release();
 
-  const auto start = Clock::now();
+  const Clock& clock = rt_.clock();
+  const Duration start = clock.now();
   std::span<std::byte> hbm_bytes = hbm.bytes();
   // Keys of the sequence's blocks, extended as generated blocks fill.
   const store::ModelFingerprint fp = kv_fingerprint(rt_.setup().backend);
@@ -423,16 +433,16 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   constexpr size_t kSinkBatch = 8;
   constexpr auto kSinkInterval = std::chrono::milliseconds(20);
   size_t sent = 0;
-  auto last_sent = Clock::now();
+  Duration last_sent = clock.now();
   auto flush = [&](bool force) {
     if (!sink || sent == output.size()) return;
     // The first two tokens go at once (TTFT and TTST are measured on them); then in batches.
     if (!force && sent >= 2 && output.size() - sent < kSinkBatch &&
-        Clock::now() - last_sent < kSinkInterval)
+        clock.now() - last_sent < kSinkInterval)
       return;
     sink(static_cast<int64_t>(sent), std::span(output).subspan(sent));
     sent = output.size();
-    last_sent = Clock::now();
+    last_sent = clock.now();
   };
   flush(true);
   std::vector<std::span<const std::byte>> segments(layers);
@@ -469,7 +479,7 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   }
   while (!persisting.empty()) finish_oldest();
   flush(true);
-  const double decode_s = std::chrono::duration<double>(Clock::now() - start).count();
+  const double decode_s = to_seconds(clock.now() - start);
   DecodeReply reply;
   reply.output_tokens = std::move(output);
   reply.bytes = bytes;

@@ -30,20 +30,19 @@
 // without waiting for it, and sends the answer when the put's completion (queued to it by the
 // progress thread) arrives, so one slow push never holds up the others. A handler never blocks.
 
-#include <condition_variable>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 
-#include "engine/control_channel.h"
+#include "common/mutex.h"
 #include "engine/layer_messages.h"
 #include "engine/node_runtime.h"
-#include "engine/node_protocol.h"
+#include "engine/engine_types.h"
 
 namespace dualpath::engine {
 
@@ -74,8 +73,10 @@ class DecodeEngine {
     SlotLease buffer;  // the DE buffer: Full Blocks of prompt + generation
     int64_t hit_blocks = 0;
     int64_t first_read_block = 0;  // the hit blocks [first_read_block, hit_blocks) are read here
-    int64_t de_to_pe_bytes = 0;  // guarded by the engine's mu_
-    std::chrono::steady_clock::time_point prepared_at;
+    // Added by the push thread per answered push; read by the decode (relaxed: the PE's prefill,
+    // which waited for every push's answer, came before the decode's call).
+    std::atomic<int64_t> de_to_pe_bytes{0};
+    Duration prepared_at{0};  // on the runtime's clock
   };
   // A push whose put is in flight: the request (its buffer must outlive the put) and the put.
   struct PushInFlight {
@@ -122,14 +123,14 @@ class DecodeEngine {
   Status finish_persist(PendingPersist& p, HopBytes& bytes);
 
   NodeRuntime& rt_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   // Co-owned by the push thread while it puts from the request's buffer, so a release on the
   // control thread (after a failed turn) never frees a buffer under a put.
-  std::map<uint64_t, std::shared_ptr<Request>> requests_;  // guarded by mu_
-  std::deque<PushLayerMsg> pushes_;                        // guarded by mu_
-  std::deque<PushDone> push_done_;                         // guarded by mu_: from completions
-  bool stopping_ = false;                                  // guarded by mu_
+  std::map<uint64_t, std::shared_ptr<Request>> requests_ DP_GUARDED_BY(mu_);
+  std::deque<PushLayerMsg> pushes_ DP_GUARDED_BY(mu_);
+  std::deque<PushDone> push_done_ DP_GUARDED_BY(mu_);  // from completions
+  bool stopping_ DP_GUARDED_BY(mu_) = false;
   // Owned by the push thread.
   std::map<uint64_t, PushInFlight> push_in_flight_;
   std::deque<transport::Operation> answers_in_flight_;

@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "common/log.h"
 #include "compute/cpu_weights.h"
 #include "engine/engine_config.h"
-#include "engine/wire.h"
 
 namespace dualpath::engine {
 
@@ -54,60 +54,18 @@ store::ModelFingerprint kv_fingerprint(const BackendSpec& b) {
       fmt::format("{}/{}/seed={}/kv-scale={}", b.compute, b.model, b.weights_seed, b.kv_scale));
 }
 
-Json NodeSetup::to_json() const {
-  return Json{
-      {"role", role_name(role)},
-      {"index", index},
-      {"backend", backend.to_json()},
-      {"compute_slots", compute_slots},
-      {"block_tokens", block_tokens},
-      {"data_paths", data_paths},
-      {"store_capacity_bytes", store_capacity_bytes},
-      {"store_fault_rate", store_fault_rate},
-      {"dram_buffer_bytes", dram_buffer_bytes},
-      {"hbm_bytes", hbm_bytes},
-      {"pipeline_depth", pipeline_depth},
-      {"engines", engines},
-      {"timeout_ms", std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()},
-      {"report_interval_ms",
-       std::chrono::duration_cast<std::chrono::milliseconds>(report_interval).count()},
-      {"buffer_ttl_ms", std::chrono::duration_cast<std::chrono::milliseconds>(buffer_ttl).count()},
-      {"transports", transports},
-      {"net_devices", net_devices},
-      {"poll_us", poll_us},
-      {"poll_in_flight_us", poll_in_flight_us},
-      {"snic_gbps", snic_gbps}};
-}
-
-Result<NodeSetup> NodeSetup::from_json(const Json& j) {
-  WireReader r(j, "node setup");
-  NodeSetup s;
-  auto role = parse_role(r.str("role"));
-  if (r.status().is_ok() && !role.is_ok()) r.fail("role", role.status().message());
-  s.index = static_cast<int>(r.i64("index", 0, 1 << 20));
-  const Json& backend = r.object("backend");
-  s.compute_slots = static_cast<int>(r.i64_or("compute_slots", s.compute_slots, 0, 1 << 16));
-  s.engines = static_cast<int>(r.i64_or("engines", s.engines, 1, 1 << 10));
-  s.block_tokens = r.i64_or("block_tokens", s.block_tokens, 1, 1 << 20);
-  s.data_paths = r.has("data_paths") ? r.str_list("data_paths") : std::vector<std::string>{};
-  s.store_capacity_bytes = r.i64_or("store_capacity_bytes", 0, 0);
-  s.store_fault_rate = r.number_or("store_fault_rate", 0.0, 0.0, 0.5);
-  s.dram_buffer_bytes = r.u64("dram_buffer_bytes");
-  s.hbm_bytes = r.u64("hbm_bytes");
-  s.pipeline_depth = static_cast<int>(r.i64_or("pipeline_depth", s.pipeline_depth, 2, 64));
-  s.timeout = std::chrono::milliseconds(r.i64_or("timeout_ms", 30000, 1, int64_t{1} << 40));
-  s.report_interval =
-      std::chrono::milliseconds(r.i64_or("report_interval_ms", 100, 1, int64_t{1} << 30));
-  s.buffer_ttl = std::chrono::milliseconds(r.i64_or("buffer_ttl_ms", 0, 0, int64_t{1} << 40));
-  s.transports = r.str_or("transports", s.transports);
-  s.net_devices = r.str_or("net_devices", "");
-  s.poll_us = r.i64_or("poll_us", 0, 0);
-  s.poll_in_flight_us = r.i64_or("poll_in_flight_us", -1, -1);
-  s.snic_gbps = r.number_or("snic_gbps", 0.0, 0.0);
-  DP_RETURN_IF_ERROR(r.status());
-  s.role = *role;
-  DP_ASSIGN_OR_RETURN(s.backend, BackendSpec::from_json(backend));
-  return s;
+bool NodeSetup::operator==(const NodeSetup& o) const {
+  auto key = [](const NodeSetup& x) {
+    const BackendSpec& b = x.backend;
+    return std::tie(x.role, x.index, b.compute, b.model, b.weights, b.weights_seed, b.kv_scale,
+                    b.time_dilation, b.prefill_ep_gpus, b.decode_ep_gpus, x.block_tokens,
+                    x.data_paths, x.store_capacity_bytes, x.store_fault_rate, x.dram_buffer_bytes,
+                    x.hbm_bytes, x.pipeline_depth, x.engines, x.compute_slots, x.timeout,
+                    x.report_interval, x.buffer_ttl, x.transports, x.net_devices, x.poll_us,
+                    x.poll_in_flight_us, x.snic_gbps);
+  };
+  return key(*this) == key(o) && backend.hardware == o.backend.hardware &&
+         backend.efficiency == o.backend.efficiency;
 }
 
 Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup) {
@@ -153,7 +111,7 @@ Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup)
   DP_ASSIGN_OR_RETURN(
       rt->dram_,
       SlotPool::create(*rt->worker_, setup.role == NodeRole::kPrefill ? "PE buffer" : "DE buffer",
-                       dram_key, setup.dram_buffer_bytes, full_block));
+                       dram_key, setup.dram_buffer_bytes, full_block, rt->clock_));
   if (setup.engines < 1) {
     return Status::invalid_argument(
         fmt::format("node {}: live.engines_per_node = {} must be at least 1", name, setup.engines));
@@ -162,7 +120,8 @@ Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup)
   for (EngineParts& e : rt->engines_) {
     DP_ASSIGN_OR_RETURN(e.hbm, SlotPool::create(*rt->worker_, "HBM arena", "live.hbm_mb",
                                                 setup.hbm_bytes,
-                                                static_cast<uint64_t>(rt->layout_.layer_block_bytes())));
+                                                static_cast<uint64_t>(rt->layout_.layer_block_bytes()),
+                                                rt->clock_));
     DP_ASSIGN_OR_RETURN(e.traffic, transport::TrafficManager::create(*rt->worker_, {}));
     DP_ASSIGN_OR_RETURN(e.local_hbm, rt->worker_->import_region(e.traffic->local_endpoint(),
                                                                 e.hbm->region().descriptor()));
@@ -194,58 +153,46 @@ Status NodeRuntime::check_engine(int engine) const {
   return Status::ok();
 }
 
-Json NodeRuntime::hello() const {
-  Json hbm = Json::array();
-  for (const EngineParts& e : engines_) hbm.push_back(to_hex(e.hbm->region().descriptor()));
-  return Json{{"role", role_name(setup_.role)},
-              {"index", setup_.index},
-              {"address", to_hex(worker_->address())},
-              {"dram", to_hex(dram_->region().descriptor())},
-              {"hbm", hbm}};
+NodeHello NodeRuntime::hello() const {
+  NodeHello h;
+  h.role = setup_.role;
+  h.index = setup_.index;
+  h.address = worker_->address();
+  h.dram = dram_->region().descriptor();
+  for (const EngineParts& e : engines_) h.hbm.push_back(e.hbm->region().descriptor());
+  return h;
 }
 
-Status NodeRuntime::connect_peers(const Json& peers) {
-  if (!peers.is_array()) return Status::invalid_argument("peers: not a list of node hellos");
-  for (const Json& p : peers) {
-    WireReader r(p, "peer hello");
-    auto role = parse_role(r.str("role"));
-    const int index = static_cast<int>(r.i64("index", 0, 1 << 20));
-    const std::string address_hex = r.str("address");
-    const std::string dram_hex = r.str("dram");
-    const std::vector<std::string> hbm_hex = r.str_list("hbm");
-    DP_RETURN_IF_ERROR(r.status());
-    if (!role.is_ok()) return role.status();
-    if (*role == setup_.role) continue;
+Status NodeRuntime::connect_peers(std::span<const NodeHello> peers) {
+  for (const NodeHello& p : peers) {
+    if (p.role == setup_.role) continue;
     {
-      std::lock_guard lock(peers_mu_);
+      MutexLock lock(peers_mu_);
       bool same = false;
       for (const auto& q : peers_) {
-        if (q->role == *role && q->index == index && q->address_hex == address_hex) same = true;
+        if (q->role == p.role && q->index == p.index && q->address == p.address) same = true;
       }
       if (same) continue;
     }
     auto peer = std::make_shared<PeerNode>();
-    peer->role = *role;
-    peer->index = index;
-    peer->address_hex = address_hex;
-    DP_ASSIGN_OR_RETURN(auto address, from_hex(address_hex));
-    DP_ASSIGN_OR_RETURN(auto dram, from_hex(dram_hex));
-    DP_ASSIGN_OR_RETURN(peer->endpoint, worker_->connect(address));
-    DP_ASSIGN_OR_RETURN(peer->dram, worker_->import_region(*peer->endpoint, dram));
-    for (const std::string& blob : hbm_hex) {
-      DP_ASSIGN_OR_RETURN(auto hbm, from_hex(blob));
-      DP_ASSIGN_OR_RETURN(auto region, worker_->import_region(*peer->endpoint, hbm));
+    peer->role = p.role;
+    peer->index = p.index;
+    peer->address = p.address;
+    DP_ASSIGN_OR_RETURN(peer->endpoint, worker_->connect(p.address));
+    DP_ASSIGN_OR_RETURN(peer->dram, worker_->import_region(*peer->endpoint, p.dram));
+    for (const std::vector<std::byte>& blob : p.hbm) {
+      DP_ASSIGN_OR_RETURN(auto region, worker_->import_region(*peer->endpoint, blob));
       peer->hbm.push_back(std::move(region));
     }
-    std::lock_guard lock(peers_mu_);
-    std::erase_if(peers_, [&](const auto& q) { return q->role == *role && q->index == index; });
+    MutexLock lock(peers_mu_);
+    std::erase_if(peers_, [&](const auto& q) { return q->role == p.role && q->index == p.index; });
     peers_.push_back(std::move(peer));
   }
   return Status::ok();
 }
 
 Result<std::shared_ptr<PeerNode>> NodeRuntime::peer(NodeRole role, int index) {
-  std::lock_guard lock(peers_mu_);
+  MutexLock lock(peers_mu_);
   for (auto& p : peers_) {
     if (p->role == role && p->index == index) return p;
   }

@@ -19,16 +19,16 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "engine/backend_factory.h"
 #include "engine/cancel_registry.h"
-#include "engine/control_channel.h"
-#include "engine/node_protocol.h"
+#include "engine/engine_types.h"
 #include "engine/slot_pool.h"
 #include "store/file_store.h"
 #include "transport/context.h"
@@ -37,7 +37,7 @@
 
 namespace dualpath::engine {
 
-// What the driver tells a node at start (the "setup" message): the parts of EngineConfig a
+// What the scheduler tells a node when it registers (its setup): the parts of EngineConfig a
 // node needs.
 struct NodeSetup {
   NodeRole role = NodeRole::kPrefill;
@@ -65,8 +65,7 @@ struct NodeSetup {
   int64_t poll_in_flight_us = -1;  // [transport] poll_in_flight_us
   double snic_gbps = 0;
 
-  Json to_json() const;
-  static Result<NodeSetup> from_json(const Json& j);
+  bool operator==(const NodeSetup&) const;
 };
 
 // The store's model fingerprint: the backend, the model, its weights and KV scale, so KV of
@@ -78,7 +77,7 @@ store::ModelFingerprint kv_fingerprint(const BackendSpec& backend);
 struct PeerNode {
   NodeRole role = NodeRole::kDecode;
   int index = 0;
-  std::string address_hex;  // its UCX worker address: a restarted peer has a new one
+  std::vector<std::byte> address;  // its UCX worker address: a restarted peer has a new one
   std::unique_ptr<transport::Endpoint> endpoint;
   std::unique_ptr<transport::RemoteRegion> dram;               // its DRAM buffer pool
   std::vector<std::unique_ptr<transport::RemoteRegion>> hbm;  // its engines' HBM arenas
@@ -91,13 +90,12 @@ class NodeRuntime {
   NodeRuntime(const NodeRuntime&) = delete;
   NodeRuntime& operator=(const NodeRuntime&) = delete;
 
-  // {"address", "dram", "hbm"}: hex blobs the driver hands to the peers.
-  Json hello() const;
-  // Connects to every node of the other role in `peers` (a list of hello()s with "role" and
-  // "index") and imports their regions. Incremental: a peer already connected at the same
-  // address is kept; one at a new address (it restarted) is replaced, its old connection living
-  // on only while requests still hold it. Thread-safe.
-  Status connect_peers(const Json& peers);
+  // What the peers need to reach this node: its UCX address and its regions' descriptors.
+  NodeHello hello() const;
+  // Connects to every node of the other role in `peers` and imports their regions. Incremental:
+  // a peer already connected at the same address is kept; one at a new address (it restarted)
+  // is replaced, its old connection living on only while requests still hold it. Thread-safe.
+  Status connect_peers(std::span<const NodeHello> peers);
 
   const NodeSetup& setup() const { return setup_; }
   const store::BlockLayout& layout() const { return layout_; }
@@ -111,6 +109,8 @@ class NodeRuntime {
   store::FileStore& store() { return *store_; }
   store::StorageNic& storage_nic() { return *nic_; }
   CancelRegistry& cancels() { return cancels_; }
+  // The node's clock: every deadline and timeout of its engines is a time on it.
+  const Clock& clock() const { return clock_; }
   // Makes the backend of one request (thread-safe).
   const BackendFactory& backends() const { return *backends_; }
   // An engine's HBM arena and the node's DRAM pool as seen through the engine's loopback
@@ -130,8 +130,8 @@ class NodeRuntime {
 
   NodeSetup setup_;
   store::BlockLayout layout_;
-  CancelRegistry cancels_;
   SteadyClock clock_;
+  CancelRegistry cancels_{std::chrono::minutes(2), clock_};
   std::unique_ptr<BackendFactory> backends_;
   std::unique_ptr<store::StorageNic> nic_;
   std::unique_ptr<store::FileStore> store_;
@@ -145,9 +145,9 @@ class NodeRuntime {
   };
   std::unique_ptr<SlotPool> dram_;
   std::vector<EngineParts> engines_;
-  mutable std::mutex peers_mu_;
+  mutable Mutex peers_mu_;
   // Co-owned by requests in flight on them (shared_ptr), so a replaced peer outlives its users.
-  std::vector<std::shared_ptr<PeerNode>> peers_;  // guarded by peers_mu_
+  std::vector<std::shared_ptr<PeerNode>> peers_ DP_GUARDED_BY(peers_mu_);
 };
 
 }  // namespace dualpath::engine

@@ -6,20 +6,10 @@
 
 #include "compute/sampling.h"
 #include "engine/layer_messages.h"
-#include "engine/wire.h"
-#include "engine/node_protocol.h"
+#include "engine/engine_types.h"
 
 namespace dualpath::engine {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-}  // namespace
 
 Result<std::unique_ptr<PrefillEngine>> PrefillEngine::create(NodeRuntime& runtime) {
   std::unique_ptr<PrefillEngine> e(new PrefillEngine(runtime));
@@ -35,14 +25,14 @@ Result<std::unique_ptr<PrefillEngine>> PrefillEngine::create(NodeRuntime& runtim
 
 PrefillEngine::~PrefillEngine() {
   (void)rt_.worker().set_am_handler(kLayerPushedAm, [](const transport::AmMessage&) {});
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   quarantine_.clear();  // the DE side is gone with the node: nothing can still write
 }
 
 void PrefillEngine::release_quarantined() {
-  std::lock_guard lock(mu_);
-  const auto now = Clock::now();
-  std::erase_if(quarantine_, [&](const Quarantined& q) {
+  MutexLock lock(mu_);
+  const Duration now = rt_.clock().now();
+  std::erase_if(quarantine_, [&](const Quarantined& q) DP_REQUIRES(mu_) {
     bool answered = true;
     for (uint32_t l = q.layers_answered; l < q.layers_issued && answered; ++l) {
       answered = pushed_.count({q.request_id, l}) > 0;
@@ -54,36 +44,37 @@ void PrefillEngine::release_quarantined() {
 }
 
 size_t PrefillEngine::quarantined() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return quarantine_.size();
 }
 
 void PrefillEngine::on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t code) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     pushed_[{request_id, layer}] = code;
   }
   cv_.notify_all();
 }
 
 void PrefillEngine::notify_cancel() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   cv_.notify_all();
 }
 
 Result<PrefillEngine::ComputeSlot> PrefillEngine::acquire_compute_slot(
     int engine,
     uint64_t request_id,
-    Clock::time_point deadline) {
+    Duration deadline) {
   const int slots = rt_.setup().compute_slots;
   if (slots <= 0) return ComputeSlot();
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   int& busy = busy_slots_[engine];
-  if (!cv_.wait_until(lock, deadline,
-                      [&] { return busy < slots || rt_.cancels().cancelled(request_id); })) {
-    return Status::timed_out(fmt::format(
-        "engine {} of the prefill node had no free GPU within the request timeout ({} busy)",
-        engine, busy));
+  while (busy >= slots && !rt_.cancels().cancelled(request_id)) {
+    if (!rt_.clock().wait_until(cv_, lock, deadline)) {
+      return Status::timed_out(fmt::format(
+          "engine {} of the prefill node had no free GPU within the request timeout ({} busy)",
+          engine, busy));
+    }
   }
   if (busy >= slots) {
     return Status::aborted(fmt::format("request {} was cancelled while it waited for a GPU",
@@ -95,31 +86,29 @@ Result<PrefillEngine::ComputeSlot> PrefillEngine::acquire_compute_slot(
 
 void PrefillEngine::release_compute_slot(int engine) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --busy_slots_[engine];
   }
   cv_.notify_all();
 }
 
-Status PrefillEngine::wait_layer_pushed(uint64_t request_id,
-                                        uint32_t layer,
-                                        Clock::time_point deadline) {
-  std::unique_lock lock(mu_);
+Status PrefillEngine::wait_layer_pushed(uint64_t request_id, uint32_t layer, Duration deadline) {
+  MutexLock lock(mu_);
   const auto key = std::pair{request_id, layer};
   // A cancel (the decode node died, the client went away) wakes the wait (notify_cancel()).
-  if (!cv_.wait_until(lock, deadline, [&] {
-        return pushed_.count(key) > 0 || rt_.cancels().cancelled(request_id);
-      })) {
-    return Status::timed_out(
-        fmt::format("the decode node did not push layer {} of request {} in time (is it alive?)",
-                    layer, request_id));
+  while (pushed_.count(key) == 0 && !rt_.cancels().cancelled(request_id)) {
+    if (!rt_.clock().wait_until(cv_, lock, deadline)) {
+      return Status::timed_out(fmt::format(
+          "the decode node did not push layer {} of request {} in time (is it alive?)", layer,
+          request_id));
+    }
   }
   if (pushed_.count(key) == 0) {
     return Status::aborted(fmt::format(
         "request {} was cancelled while it waited for layer {} from its decode node", request_id,
         layer));
   }
-  const auto code = status_code_from_wire(pushed_[key]);
+  const auto code = status_code_from_int(pushed_[key]);
   pushed_.erase(key);
   if (code != StatusCode::kOk) {
     return Status(code, fmt::format("the decode node failed to push layer {} of request {}", layer,
@@ -129,12 +118,13 @@ Status PrefillEngine::wait_layer_pushed(uint64_t request_id,
 }
 
 Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
-  const auto start = Clock::now();
-  const auto deadline = start + rt_.setup().timeout;
+  const Clock& clock = rt_.clock();
+  const Duration start = clock.now();
+  const Duration deadline = start + rt_.setup().timeout;
   auto remaining = [&] {
-    return std::max(Duration(std::chrono::milliseconds(1)),
-                    std::chrono::duration_cast<Duration>(deadline - Clock::now()));
+    return std::max(Duration(std::chrono::milliseconds(1)), deadline - clock.now());
   };
+  auto seconds_since = [&](Duration t) { return to_seconds(clock.now() - t); };
   release_quarantined();
   const int32_t vocab = rt_.backends().vocab();
   for (int32_t t : req.tokens) {
@@ -290,7 +280,7 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
 
   std::vector<std::pair<double, double>> timeline;
   // One GPU computes this prefill: wait for a free one (the node's compute slots).
-  const auto queued = Clock::now();
+  const auto queued = clock.now();
   DP_ASSIGN_OR_RETURN(ComputeSlot gpu, acquire_compute_slot(engine, req.request_id, deadline));
   const double gpu_wait_s = seconds_since(queued);
   auto run = [&]() -> Status {
@@ -306,7 +296,7 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
         return Status::aborted(fmt::format("request {} was cancelled at layer {}", req.request_id,
                                            l));
       }
-      const auto t0 = Clock::now();
+      const auto t0 = clock.now();
       DP_RETURN_IF_ERROR(wait_load(l));
       // Keep the next layers' KV in flight while this one computes; a slot is free once the
       // layer that used it last has reached the DE buffer.
@@ -318,7 +308,7 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
         }
         DP_RETURN_IF_ERROR(issue_load(next));
       }
-      const auto t1 = Clock::now();
+      const auto t1 = clock.now();
       // The layer computes in place in its HBM slot: rows [0, hit) are the loaded KV, rows
       // [hit, n) receive the new tokens' KV.
       const std::span<const std::byte> cached[1] = {slot(l).first(req.hit_tokens * row)};
@@ -328,7 +318,7 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
       DP_RETURN_IF_ERROR(
           backend->prefill_layer(static_cast<int>(l), std::span(&cached_view, 1), out),
           "request {}: layer {}", req.request_id, l);
-      timeline.emplace_back(std::chrono::duration<double>(t1 - t0).count(), seconds_since(t1));
+      timeline.emplace_back(to_seconds(t1 - t0), seconds_since(t1));
       DP_RETURN_IF_ERROR(issue_send(l));
     }
     for (int64_t l = 0; l < layers; ++l) {
@@ -345,7 +335,7 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
   pushes.clear();
   sends.clear();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     bool answered = true;
     for (uint32_t l = pushes_answered; l < pushes_issued && answered; ++l) {
       answered = pushed_.count({req.request_id, l}) > 0;
@@ -353,7 +343,7 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
     if (!status.is_ok() && !answered) {
       // A push may still land in these slots: hold them back (see the header).
       quarantine_.push_back({std::move(hbm), req.request_id, pushes_answered, pushes_issued,
-                             Clock::now() + 2 * rt_.setup().timeout});
+                             clock.now() + 2 * rt_.setup().timeout});
     } else {
       std::erase_if(pushed_, [&](const auto& kv) { return kv.first.first == req.request_id; });
     }

@@ -35,15 +35,13 @@
 // (each with its own leases and pass); the kLayerPushedAm handler runs on the worker's progress
 // thread and only records arrivals. Destruction removes the handler.
 
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <utility>
 #include <vector>
 
-#include "engine/control_channel.h"
-#include "engine/node_protocol.h"
+#include "common/mutex.h"
+#include "engine/engine_types.h"
 #include "engine/node_runtime.h"
 
 namespace dualpath::engine {
@@ -94,28 +92,26 @@ class PrefillEngine {
   explicit PrefillEngine(NodeRuntime& runtime) : rt_(runtime) {}
   // Waits until fewer than compute_slots prefills compute on `engine` (no wait when the limit
   // is 0).
-  Result<ComputeSlot> acquire_compute_slot(int engine, uint64_t request_id,
-                                           std::chrono::steady_clock::time_point deadline);
+  // `deadline` is a time on the runtime's clock.
+  Result<ComputeSlot> acquire_compute_slot(int engine, uint64_t request_id, Duration deadline);
   void release_compute_slot(int engine);
   void on_layer_pushed(uint64_t request_id, uint32_t layer, int32_t code);
   // Waits for the DE's "layer pushed" of (request, layer) until `deadline`.
-  Status wait_layer_pushed(uint64_t request_id,
-                           uint32_t layer,
-                           std::chrono::steady_clock::time_point deadline);
+  Status wait_layer_pushed(uint64_t request_id, uint32_t layer, Duration deadline);
 
   NodeRuntime& rt_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::pair<uint64_t, uint32_t>, int32_t> pushed_;  // guarded by mu_: -> StatusCode
-  std::map<int, int> busy_slots_;                             // guarded by mu_: per engine
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::map<std::pair<uint64_t, uint32_t>, int32_t> pushed_ DP_GUARDED_BY(mu_);  // -> StatusCode
+  std::map<int, int> busy_slots_ DP_GUARDED_BY(mu_);                           // per engine
   struct Quarantined {
     SlotLease hbm;
     uint64_t request_id = 0;
     uint32_t layers_answered = 0;  // pushes answered: layers [0, layers_answered)
     uint32_t layers_issued = 0;    // pushes asked for: layers [0, layers_issued)
-    std::chrono::steady_clock::time_point release_at;
+    Duration release_at{0};  // on the runtime's clock
   };
-  std::vector<Quarantined> quarantine_;  // guarded by mu_
+  std::vector<Quarantined> quarantine_ DP_GUARDED_BY(mu_);
 };
 
 }  // namespace dualpath::engine

@@ -30,8 +30,17 @@ void SlotLease::release() {
   pool_ = nullptr;
 }
 
-SlotPool::SlotPool(std::string name, std::string key, uint64_t slot_bytes, uint64_t slots)
-    : name_(std::move(name)), config_key_(std::move(key)), slot_bytes_(slot_bytes), slots_(slots) {
+SlotPool::SlotPool(std::string name,
+                   std::string key,
+                   uint64_t slot_bytes,
+                   uint64_t slots,
+                   const Clock& clock)
+    : name_(std::move(name)),
+      config_key_(std::move(key)),
+      slot_bytes_(slot_bytes),
+      slots_(slots),
+      clock_(clock) {
+  MutexLock lock(mu_);
   free_runs_[0] = slots;
 }
 
@@ -39,14 +48,15 @@ Result<std::unique_ptr<SlotPool>> SlotPool::create(transport::Worker& worker,
                                                    std::string name,
                                                    std::string config_key,
                                                    uint64_t total_bytes,
-                                                   uint64_t slot_bytes) {
+                                                   uint64_t slot_bytes,
+                                                   const Clock& clock) {
   if (slot_bytes == 0 || total_bytes < slot_bytes) {
     return Status::invalid_argument(
         fmt::format("{} = {} bytes is smaller than one slot of {} bytes (one Full Block); raise {}",
                     config_key, total_bytes, slot_bytes, config_key));
   }
   const uint64_t slots = total_bytes / slot_bytes;
-  std::unique_ptr<SlotPool> pool(new SlotPool(name, config_key, slot_bytes, slots));
+  std::unique_ptr<SlotPool> pool(new SlotPool(name, config_key, slot_bytes, slots, clock));
   DP_ASSIGN_OR_RETURN(pool->region_, worker.allocate_memory(slots * slot_bytes));
   // Fault every page in now, as registering memory with an RDMA NIC pins it: a node's memory is
   // then what its config says from the start, instead of growing for hours as first-fit leases
@@ -92,13 +102,13 @@ Status SlotPool::exhausted(uint64_t want, uint64_t bytes) const {
 
 Result<SlotLease> SlotPool::allocate(uint64_t bytes) {
   const uint64_t want = slots_for(bytes);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto lease = take_run(want)) return std::move(*lease);
   return exhausted(want, bytes);
 }
 
 Result<SlotLease> SlotPool::allocate_wait(uint64_t bytes,
-                                          std::chrono::steady_clock::time_point deadline,
+                                          Duration deadline,
                                           const std::function<bool()>& stop) {
   const uint64_t want = slots_for(bytes);
   if (want > slots_) {
@@ -109,10 +119,10 @@ Result<SlotLease> SlotPool::allocate_wait(uint64_t bytes,
   }
   // How often a waiter looks at `stop` when no slot returns.
   constexpr auto kStopPoll = std::chrono::milliseconds(10);
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t ticket = next_ticket_++;
   waiters_.push_back(ticket);
-  auto leave = [&] {
+  auto leave = [&]() DP_REQUIRES(mu_) {
     waiters_.erase(std::find(waiters_.begin(), waiters_.end(), ticket));
     returned_.notify_all();  // the next in line may fit now
   };
@@ -128,7 +138,7 @@ Result<SlotLease> SlotPool::allocate_wait(uint64_t bytes,
       return Status::aborted(
           fmt::format("{}: cancelled while waiting for {} bytes", name_, bytes));
     }
-    const auto now = std::chrono::steady_clock::now();
+    const Duration now = clock_.now();
     if (now >= deadline) {
       const Status why = exhausted(want, bytes);
       const auto ahead = std::find(waiters_.begin(), waiters_.end(), ticket) - waiters_.begin();
@@ -136,22 +146,22 @@ Result<SlotLease> SlotPool::allocate_wait(uint64_t bytes,
       return Status::timed_out(fmt::format(
           "{} (waited until the request's deadline with {} requests ahead)", why.message(), ahead));
     }
-    returned_.wait_until(lock, std::min(deadline, now + kStopPoll));
+    (void)clock_.wait_until(returned_, lock, std::min(deadline, now + Duration(kStopPoll)));
   }
 }
 
 size_t SlotPool::waiting() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return waiters_.size();
 }
 
 uint64_t SlotPool::free_bytes() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return free_slots() * slot_bytes_;
 }
 
 void SlotPool::give_back(uint64_t first, uint64_t count) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   returned_.notify_all();
   auto [it, inserted] = free_runs_.emplace(first, count);
   (void)inserted;

@@ -12,17 +12,17 @@
 // Threads: thread-safe (one mutex around the free list and the queue of waiters). Leases are
 // move-only RAII handles and return their slots on destruction; the pool must outlive them.
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 
+#include "common/clock.h"
+#include "common/mutex.h"
 #include "dualpath/result.h"
 #include "transport/memory_region.h"
 #include "transport/worker.h"
@@ -61,12 +61,14 @@ class SlotPool {
  public:
   // Allocates `total_bytes` (rounded down to whole slots) through `worker`'s context and
   // registers it. `name` and `config_key` appear in errors ("DE buffer", "live.de_dram_buffer_mb").
+  // Deadlines of allocate_wait are times on `clock`, which must outlive the pool.
   // kInvalidArgument when not even one slot fits.
   static Result<std::unique_ptr<SlotPool>> create(transport::Worker& worker,
                                                   std::string name,
                                                   std::string config_key,
                                                   uint64_t total_bytes,
-                                                  uint64_t slot_bytes);
+                                                  uint64_t slot_bytes,
+                                                  const Clock& clock = real_clock());
   SlotPool(const SlotPool&) = delete;
   SlotPool& operator=(const SlotPool&) = delete;
 
@@ -75,10 +77,11 @@ class SlotPool {
   // Never waits (and may pass the waiters of allocate_wait: one-block staging leases).
   Result<SlotLease> allocate(uint64_t bytes);
   // Waits, in arrival order, until a run of `bytes` is free. kResourceExhausted at once when the
-  // whole pool is smaller; kTimedOut at `deadline` (naming what is free and the key to raise);
-  // kAborted when `stop` turns true (checked every few milliseconds and whenever slots return).
+  // whole pool is smaller; kTimedOut at `deadline`, a time on the pool's clock (naming what is
+  // free and the key to raise); kAborted when `stop` turns true (checked every few milliseconds
+  // and whenever slots return).
   Result<SlotLease> allocate_wait(uint64_t bytes,
-                                  std::chrono::steady_clock::time_point deadline,
+                                  Duration deadline,
                                   const std::function<bool()>& stop = {});
   // Requests waiting in allocate_wait.
   size_t waiting() const;
@@ -92,23 +95,25 @@ class SlotPool {
 
  private:
   friend class SlotLease;
-  SlotPool(std::string name, std::string key, uint64_t slot_bytes, uint64_t slots);
+  SlotPool(std::string name, std::string key, uint64_t slot_bytes, uint64_t slots,
+           const Clock& clock);
   void give_back(uint64_t first, uint64_t count);
   uint64_t slots_for(uint64_t bytes) const;
-  std::optional<SlotLease> take_run(uint64_t want);  // requires mu_
-  uint64_t free_slots() const;                        // requires mu_
-  Status exhausted(uint64_t want, uint64_t bytes) const;  // requires mu_
+  std::optional<SlotLease> take_run(uint64_t want) DP_REQUIRES(mu_);
+  uint64_t free_slots() const DP_REQUIRES(mu_);
+  Status exhausted(uint64_t want, uint64_t bytes) const DP_REQUIRES(mu_);
 
   const std::string name_;
   const std::string config_key_;
   const uint64_t slot_bytes_;
   const uint64_t slots_;
+  const Clock& clock_;
   std::unique_ptr<transport::MemoryRegion> region_;
-  mutable std::mutex mu_;
-  std::condition_variable returned_;       // slots came back, or the queue's head moved
-  std::map<uint64_t, uint64_t> free_runs_;  // first slot -> count, coalesced; guarded by mu_
-  std::deque<uint64_t> waiters_;            // guarded by mu_: tickets of allocate_wait, in order
-  uint64_t next_ticket_ = 0;                // guarded by mu_
+  mutable Mutex mu_;
+  CondVar returned_;  // slots came back, or the queue's head moved
+  std::map<uint64_t, uint64_t> free_runs_ DP_GUARDED_BY(mu_);  // first slot -> count, coalesced
+  std::deque<uint64_t> waiters_ DP_GUARDED_BY(mu_);  // tickets of allocate_wait, in order
+  uint64_t next_ticket_ DP_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dualpath::engine

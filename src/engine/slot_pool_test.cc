@@ -1,5 +1,6 @@
 // SlotPool: contiguous runs, coalescing, and allocate_wait's backpressure (arrival order,
-// deadline, cancel, a request larger than the pool).
+// deadline, cancel, a request larger than the pool). Deadlines are on a ManualClock: a wait ends
+// at its deadline when the test moves the clock past it, and not before.
 
 #include "engine/slot_pool.h"
 
@@ -14,8 +15,8 @@
 namespace dualpath::engine {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr uint64_t kSlot = 4096;
+using std::chrono::seconds;
 
 class SlotPoolTest : public ::testing::Test {
  protected:
@@ -28,11 +29,13 @@ class SlotPoolTest : public ::testing::Test {
     auto w = transport::Worker::create(*context_, {});
     ASSERT_TRUE(w.is_ok()) << w.status().to_string();
     worker_ = std::move(w).value();
-    auto p = SlotPool::create(*worker_, "DE buffer", "live.de_dram_buffer_mb", 8 * kSlot, kSlot);
+    auto p =
+        SlotPool::create(*worker_, "DE buffer", "live.de_dram_buffer_mb", 8 * kSlot, kSlot, clock_);
     ASSERT_TRUE(p.is_ok()) << p.status().to_string();
     pool_ = std::move(p).value();
   }
 
+  ManualClock clock_;
   std::unique_ptr<transport::Context> context_;
   std::unique_ptr<transport::Worker> worker_;
   std::unique_ptr<SlotPool> pool_;
@@ -60,7 +63,7 @@ TEST_F(SlotPoolTest, WaitingRequestGetsTheRunOnceSlotsReturn) {
   ASSERT_TRUE(held.is_ok());
   std::atomic<bool> got{false};
   std::thread waiter([&] {
-    auto lease = pool_->allocate_wait(4 * kSlot, Clock::now() + std::chrono::seconds(30));
+    auto lease = pool_->allocate_wait(4 * kSlot, clock_.now() + seconds(30));
     EXPECT_TRUE(lease.is_ok()) << lease.status().to_string();
     got = lease.is_ok();
   });
@@ -78,7 +81,7 @@ TEST_F(SlotPoolTest, WaitersAreServedInArrivalOrder) {
   std::vector<int> order;
   std::mutex mu;
   auto wait_for = [&](int who, uint64_t slots) {
-    auto lease = pool_->allocate_wait(slots * kSlot, Clock::now() + std::chrono::seconds(30));
+    auto lease = pool_->allocate_wait(slots * kSlot, clock_.now() + seconds(30));
     ASSERT_TRUE(lease.is_ok()) << lease.status().to_string();
     std::lock_guard lock(mu);
     order.push_back(who);
@@ -99,22 +102,32 @@ TEST_F(SlotPoolTest, WaitersAreServedInArrivalOrder) {
 TEST_F(SlotPoolTest, DeadlineCancelAndOversizeAreErrors) {
   auto held = pool_->allocate(8 * kSlot);
   ASSERT_TRUE(held.is_ok());
-  auto late = pool_->allocate_wait(kSlot, Clock::now() + std::chrono::milliseconds(30));
-  ASSERT_FALSE(late.is_ok());
-  EXPECT_TRUE(late.status().is_timed_out()) << late.status().to_string();
+  std::atomic<bool> late_done{false};  // release by the waiter, acquire by the test
+  Status late_status;
+  std::thread late([&] {
+    late_status = pool_->allocate_wait(kSlot, clock_.now() + seconds(30)).status();
+    late_done.store(true, std::memory_order_release);
+  });
+  while (pool_->waiting() == 0) std::this_thread::yield();
+  clock_.advance(seconds(29));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // real time passes, not the clock's
+  EXPECT_FALSE(late_done.load(std::memory_order_acquire)) << "gave up before its deadline";
+  clock_.advance(seconds(2));
+  late.join();
+  EXPECT_TRUE(late_status.is_timed_out()) << late_status.to_string();
 
   std::atomic<bool> stop{false};
   std::thread canceller([&] {
     while (pool_->waiting() == 0) std::this_thread::yield();
     stop = true;
   });
-  auto cancelled = pool_->allocate_wait(kSlot, Clock::now() + std::chrono::seconds(30),
+  auto cancelled = pool_->allocate_wait(kSlot, clock_.now() + seconds(30),
                                         [&] { return stop.load(); });
   canceller.join();
   ASSERT_FALSE(cancelled.is_ok());
   EXPECT_TRUE(cancelled.status().is_aborted()) << cancelled.status().to_string();
 
-  auto oversize = pool_->allocate_wait(9 * kSlot, Clock::now() + std::chrono::seconds(30));
+  auto oversize = pool_->allocate_wait(9 * kSlot, clock_.now() + seconds(30));
   ASSERT_FALSE(oversize.is_ok());
   EXPECT_TRUE(oversize.status().is_resource_exhausted());
   EXPECT_NE(oversize.status().message().find("larger than the whole buffer"), std::string::npos);

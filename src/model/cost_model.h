@@ -68,6 +68,8 @@ struct Efficiency {
   double storage_efficiency = 0.95;
 
   Status validate() const;
+
+  bool operator==(const Efficiency&) const = default;
 };
 
 // What one node's storage NICs deliver to the storage client: line rate x storage_efficiency,

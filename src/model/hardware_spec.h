@@ -24,6 +24,8 @@ struct HardwareSpec {
 
   double node_snic_bytes_per_s() const { return snics_per_node * snic_bytes_per_s; }
   Status validate() const;
+
+  bool operator==(const HardwareSpec&) const = default;
 };
 
 const std::vector<std::string>& hardware_preset_names();

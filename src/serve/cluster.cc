@@ -6,6 +6,11 @@ namespace dualpath::serve {
 
 Result<std::unique_ptr<Cluster>> Cluster::start(ClusterOptions options) {
   std::unique_ptr<Cluster> c(new Cluster());
+  // The nodes this process starts get an ephemeral credential unless the config names one: the
+  // control plane is mutual TLS either way.
+  if (options.spawn_nodes && options.config.scheduler.cluster_key.empty()) {
+    options.config.ephemeral_credential = true;
+  }
   DP_ASSIGN_OR_RETURN(c->service_, SchedulerService::start(options.config));
   if (options.spawn_nodes) {
     LocalNodesOptions n;
@@ -17,6 +22,7 @@ Result<std::unique_ptr<Cluster>> Cluster::start(ClusterOptions options) {
         options.config.scheduler.host != "127.0.0.1") {
       n.scheduler = c->service_->address();
     }
+    n.cluster_key = c->service_->cluster_key_path();
     n.prefill_nodes = options.config.engine.prefill_nodes;
     n.decode_nodes = options.config.engine.decode_nodes;
     DP_ASSIGN_OR_RETURN(c->nodes_, LocalNodes::start(n));

@@ -18,7 +18,7 @@ namespace dualpath::serve {
 struct ClusterOptions {
   ServeConfig config;
   // The node program and its leading arguments: the dualpath binary itself by default; tests
-  // give dp_engine_node and no arguments.
+  // give dp_node_program and no arguments.
   std::string node_program = "/proc/self/exe";
   std::vector<std::string> node_args = {"node"};
   bool spawn_nodes = true;  // false: wait for nodes started by hand (--external-nodes)

@@ -14,6 +14,8 @@
 #include "serve/completion_request.h"
 
 namespace dualpath::serve {
+
+using Json = nlohmann::json;
 namespace {
 
 using Clock = std::chrono::steady_clock;

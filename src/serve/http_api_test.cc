@@ -5,6 +5,7 @@
 
 #include "serve/http_api.h"
 
+#include <nlohmann/json.hpp>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -19,6 +20,8 @@
 #include "store/temp_dir.h"
 
 namespace dualpath::serve {
+
+using Json = nlohmann::json;
 namespace {
 
 using namespace std::chrono_literals;

@@ -33,6 +33,10 @@ Status LocalNodes::spawn(const engine::NodeId& id) {
                                std::string("--index"), std::to_string(id.index)}) {
     o.argv.push_back(a);
   }
+  if (!options_.cluster_key.empty()) {
+    o.argv.push_back("--cluster-key");
+    o.argv.push_back(options_.cluster_key);
+  }
   o.die_with_parent = true;
   auto child = Subprocess::spawn(o);
   if (!child.is_ok()) {

@@ -1,7 +1,7 @@
 #pragma once
 // LocalNodes: the config's node processes started on this machine (what `dualpath serve` does
 // by default; `--external-nodes` starts none). Each is `<program> [args] --scheduler ADDR --role R
-// --index I`, normally the dualpath binary itself (`/proc/self/exe node ...`), with the parent-
+// --index I [--cluster-key FILE]`, normally the dualpath binary itself (`/proc/self/exe node ...`), with the parent-
 // death signal set, so a killed `serve` leaves no orphans. Destruction stops them (SIGTERM, then
 // SIGKILL after a grace) and reaps them.
 //
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/subprocess.h"
-#include "engine/node_protocol.h"
+#include "engine/engine_types.h"
 
 namespace dualpath::serve {
 
@@ -20,6 +20,7 @@ struct LocalNodesOptions {
   std::string program = "/proc/self/exe";
   std::vector<std::string> args = {"node"};  // before the node's own flags
   std::string scheduler;                     // HOST:PORT
+  std::string cluster_key;  // the credential the scheduler requires (empty: none)
   int prefill_nodes = 1;
   int decode_nodes = 1;
 };

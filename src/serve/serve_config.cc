@@ -24,6 +24,8 @@ int64_t to_ms(Duration d) {
 Status apply_scheduler_keys(Config& f, SchedulerSettings& s) {
   DP_RETURN_IF_ERROR(sched::read_scheduler_settings(f, s, /*live=*/true));
   s.host = f.string("scheduler.host", s.host, "the address nodes connect to");
+  s.cluster_key = f.string("scheduler.cluster_key", s.cluster_key,
+                           "the cluster credential file (`dualpath keygen --out FILE`)");
   s.port = static_cast<uint16_t>(
       f.integer("scheduler.port", s.port, 0, 65535, "the port nodes connect to (0: any)"));
   s.report_interval = ms(f.integer("scheduler.report_interval_ms", to_ms(s.report_interval), 1,

@@ -7,8 +7,9 @@
 //
 //   [scheduler]
 //   mode = "full"               # full (DualPath), basic (PE reads only, round robin), oracle
-//   host = "127.0.0.1"          # where nodes connect (nothing binds a non-loopback address
-//   port = 8100                 #   unless asked); port 0: any free port
+//   host = "127.0.0.1"          # where nodes connect (a non-loopback address needs the
+//   port = 8100                 #   cluster credential); port 0: any free port
+//   cluster_key = "FILE"        # the cluster credential (`dualpath keygen`): mutual TLS
 //   report_interval_ms = 100    # how often nodes send their load report (their lease)
 //   lease_ttl_ms = 1000         # a node whose reports stop this long is dead
 //   fetch_interval_ms = 50      # how often the engine groups fetch work (PAPER.md §8)
@@ -48,6 +49,9 @@ struct SchedulerSettings : sched::SchedulerSettings {
   Duration lease_ttl = std::chrono::milliseconds(1000);
   Duration register_timeout = std::chrono::seconds(120);
   int max_attempts = 4;
+  // The cluster credential (control/credential.h): with it the scheduler's port speaks mutual TLS
+  // only; without it, plain TCP on a loopback host only.
+  std::string cluster_key;
   Duration fetch_interval() const { return from_seconds(fetch_interval_s); }
 };
 
@@ -64,6 +68,9 @@ struct ServeConfig {
   // The workload's typical turn, at which the scheduler prices beta (sched::TypicalTurn): the
   // paper's agent turn unless the caller knows its workload (`bench live` gives the simulator's).
   sched::TypicalTurn typical_turn;
+  // No cluster_key: make an ephemeral credential for the nodes this process starts itself
+  // (`serve` without --external-nodes), written owner-only to the service's temporary directory.
+  bool ephemeral_credential = false;
 
   // The engine policy and read-path policy of the mode (as the simulator's modes map them).
   sched::EnginePolicy engine_policy() const;

@@ -8,13 +8,13 @@
 #include <set>
 #include <sstream>
 
-#include "engine/control_channel.h"
+#include <nlohmann/json.hpp>
 
 namespace dualpath::serve {
 
 namespace {
 
-using engine::Json;
+using Json = nlohmann::json;
 
 // A guide key that maps onto a native key: at most one of them may be given.
 bool exclusive(Config& f, const char* guide, const char* native) {

@@ -1,4 +1,4 @@
-// The live system's store-facing behaviour with real node processes (dp_engine_node), UCX over
+// The live system's store-facing behaviour with real node processes (dp_node_program), UCX over
 // shared memory and block files: a Hugging Face checkpoint on the nodes, injected store faults and
 // a real full disk. Not in the TSan set: these turns are sequential, and the
 // concurrent paths they cross are dp_serve_test's; ASan+UBSan runs them.

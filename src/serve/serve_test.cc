@@ -1,4 +1,4 @@
-// The scheduler service with real node processes (dp_engine_node), UCX over shared memory, block
+// The scheduler service with real node processes (dp_node_program), UCX over shared memory, block
 // files in a per-test temporary directory and the tiny CPU transformer: registration and its
 // refusals, node failures (retry, migration), a scheduler restart, cancellation.
 #include <gtest/gtest.h>
@@ -48,9 +48,10 @@ std::vector<int32_t> recomputed(const std::vector<int32_t>& tokens,
 std::pair<int, std::string> run_node(const std::string& scheduler,
                                      const std::string& role,
                                      int index,
-                                     double connect_timeout_s = 10) {
+                                     double connect_timeout_s = 10,
+                                     const std::string& cluster_key = "") {
   SpawnOptions o;
-  o.argv = {DP_ENGINE_NODE_PATH,
+  o.argv = {DP_NODE_PROGRAM,
             "--scheduler",
             scheduler,
             "--role",
@@ -60,6 +61,10 @@ std::pair<int, std::string> run_node(const std::string& scheduler,
   if (index >= 0) {
     o.argv.push_back("--index");
     o.argv.push_back(std::to_string(index));
+  }
+  if (!cluster_key.empty()) {
+    o.argv.push_back("--cluster-key");
+    o.argv.push_back(cluster_key);
   }
   TempDir dir;
   o.stderr_path = dir.path() + "/stderr";
@@ -95,15 +100,17 @@ TEST(Serve, DuplicateIndexesAndNodesBeyondTheConfigAreRefused) {
   auto c = Cluster::start(test_cluster(dir.path(), 1));
   ASSERT_TRUE(c.is_ok()) << c.status().to_string();
   const std::string addr = (*c)->service().address();
+  const std::string key = (*c)->service().cluster_key_path();
+  ASSERT_FALSE(key.empty()) << "local nodes get an ephemeral credential";
   {
-    auto [code, err] = run_node(addr, "decode", 0);
+    auto [code, err] = run_node(addr, "decode", 0, 10, key);
     EXPECT_EQ(code, 2);
     EXPECT_NE(err.find("duplicate node index: decode node 0 is already registered"),
               std::string::npos)
         << err;
   }
   {
-    auto [code, err] = run_node(addr, "decode", -1);
+    auto [code, err] = run_node(addr, "decode", -1, 10, key);
     EXPECT_EQ(code, 2);
     EXPECT_NE(err.find("all 1 decode nodes of the config (cluster.decode_nodes = 1) are "
                        "registered"),
@@ -111,7 +118,7 @@ TEST(Serve, DuplicateIndexesAndNodesBeyondTheConfigAreRefused) {
         << err;
   }
   {
-    auto [code, err] = run_node(addr, "prefill", 3);
+    auto [code, err] = run_node(addr, "prefill", 3, 10, key);
     EXPECT_EQ(code, 2);
     EXPECT_NE(err.find("declares 1 prefill node (cluster.prefill_nodes = 1)"), std::string::npos)
         << err;
@@ -251,7 +258,7 @@ TEST(Serve, NodesReRegisterWithARestartedSchedulerAndTheStoreKeepsItsBlocks) {
   auto service = SchedulerService::start(o.config);
   ASSERT_TRUE(service.is_ok()) << service.status().to_string();
   LocalNodesOptions ln;
-  ln.program = DP_ENGINE_NODE_PATH;
+  ln.program = DP_NODE_PROGRAM;
   ln.args = {};
   ln.scheduler = (*service)->address();
   auto nodes = LocalNodes::start(ln);

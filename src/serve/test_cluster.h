@@ -1,6 +1,6 @@
 #pragma once
 // Clusters for the tests of the live system: the scheduler service on a free loopback port, node
-// processes (dp_engine_node), UCX over shared memory, block files in the test's temporary
+// processes (dp_node_program), UCX over shared memory, block files in the test's temporary
 // directory.
 
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace dualpath::serve {
 // The tiny CPU transformer, 64 MiB buffers and arenas, 1 prefill node.
 inline ClusterOptions test_cluster(const std::string& dir, int decode_nodes) {
   ClusterOptions o;
-  o.node_program = DP_ENGINE_NODE_PATH;
+  o.node_program = DP_NODE_PROGRAM;
   o.node_args = {};
   o.config.engine.model = "tiny";
   o.config.engine.prefill_nodes = 1;

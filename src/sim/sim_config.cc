@@ -322,7 +322,7 @@ void ignore_live_sections(Config& file) {
   // The scheduler service's keys of the shared [scheduler] section (serve/serve_config.h).
   for (const char* key : {"scheduler.host", "scheduler.port", "scheduler.report_interval_ms",
                           "scheduler.lease_ttl_ms", "scheduler.register_timeout_s",
-                          "scheduler.max_attempts"}) {
+                          "scheduler.max_attempts", "scheduler.cluster_key"}) {
     file.ignore_key(key);
   }
 }

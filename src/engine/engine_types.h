@@ -1,22 +1,12 @@
 #pragma once
-// The typed protocol between the scheduler service (serve/) and its node processes: every
-// message as a value type with to_json() and a from_json() that never throws (wire.h) and checks
-// ranges, so a malformed message is an error reply, never a dead node.
-//
-// One TCP connection per node (control_channel.h framing), opened by the node:
-//   node -> scheduler   register      {role, index (-1: any), protocol, host, pid, resume}
-//   scheduler -> node   setup         {index, setup: NodeSetup}   or refused {code, error}
-//   node -> scheduler   hello         NodeRuntime::hello(): UCX address, DRAM and HBM regions
-//   scheduler -> node   call "peers"  the hellos of the other role's nodes to connect to
-//   then, both ways at once:
-//   scheduler -> node   call {call_id, cmd: prepare | prefill | decode | release | cancel |
-//                             peers | status}  ->  reply {call_id, ok, ...}
-//   node -> scheduler   report        LoadReport, every scheduler.report_interval_ms (the lease)
-//   node -> scheduler   event         TokenEvent (a decode's tokens as they are generated)
-//   scheduler -> node   quit
+// The values the engines take and give (plain structs: no wire format here, DESIGN.md
+// `engine/`): a node's role and id, the bytes a turn moves per hop, the prefill and decode
+// engines' requests and replies, a node's load report and its hello to its peers. The control
+// plane (control/convert.h) builds them from its typed messages and checks their ranges there.
 //
 // Value types; thread-compatible.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -24,13 +14,10 @@
 #include <vector>
 
 #include "compute/sampling.h"
-#include "engine/control_channel.h"
+#include "dualpath/result.h"
 #include "sched/read_path.h"
 
 namespace dualpath::engine {
-
-// The protocol's version: a node and a scheduler of different versions refuse each other.
-inline constexpr int kProtocolVersion = 1;
 
 enum class NodeRole { kPrefill, kDecode };
 std::string_view role_name(NodeRole role);
@@ -52,8 +39,6 @@ struct HopBytes {
   int64_t de_h2d = 0;        // DE buffer -> DE HBM at decode start (the prompt's KV)
   int64_t persist = 0;       // DE HBM -> DE buffer -> storage (new full blocks)
 
-  Json to_json() const;
-  static Result<HopBytes> from_json(const Json& j);
   HopBytes& operator+=(const HopBytes& o);
 };
 
@@ -77,17 +62,12 @@ struct PrepareRequest {
   // With read_hits: the DE reads the hit from here (whole blocks, below hit_tokens); a split
   // read's PE side reads those before.
   int64_t read_from_tokens = 0;
-
-  Json to_json() const;
-  static Result<PrepareRequest> from_json(const Json& j);
+  std::string cache_namespace;  // the key chain's namespace (hits never cross namespaces)
 };
 
 struct PrepareReply {
   uint64_t dram_offset = 0;  // the request's Full Blocks in the DE node's buffer
   HopBytes bytes;
-
-  Json to_json() const;
-  static Result<PrepareReply> from_json(const Json& j);
 };
 
 // PE "prefill".
@@ -103,9 +83,7 @@ struct PrefillRequest {
   // kSplit: the PE side reads the leading pe_read_tokens of the hit (whole blocks, 0 < it <
   // hit_tokens), and the DE node pushes the rest it read. Other paths: unused.
   int64_t pe_read_tokens = 0;
-
-  Json to_json() const;
-  static Result<PrefillRequest> from_json(const Json& j);
+  std::string cache_namespace;  // the key chain's namespace (hits never cross namespaces)
 };
 
 struct PrefillReply {
@@ -115,19 +93,13 @@ struct PrefillReply {
   double prefill_s = 0;
   double gpu_wait_s = 0;
   std::vector<std::pair<double, double>> layer_timeline;  // per layer: (load wait, compute), s
-
-  Json to_json() const;
-  static Result<PrefillReply> from_json(const Json& j);
 };
 
 // DE "decode": decode start (DE buffer -> DE HBM), greedy decoding, persistence. The tokens
-// stream to the scheduler as TokenEvents while it runs.
+// stream to the scheduler while it runs.
 struct DecodeRequest {
   uint64_t request_id = 0;
   int32_t first_token = 0;
-
-  Json to_json() const;
-  static Result<DecodeRequest> from_json(const Json& j);
 };
 
 struct DecodeReply {
@@ -138,13 +110,9 @@ struct DecodeReply {
   // Blocks the decode could not persist (no staging room, a failed write: a full disk): the
   // cache is the poorer, the turn's output is unaffected.
   int64_t persist_skipped_blocks = 0;
-
-  Json to_json() const;
-  static Result<DecodeReply> from_json(const Json& j);
 };
 
-// Node -> scheduler, every report interval: the node's load (the scheduler's snapshot) and its
-// lease renewal.
+// A node's load, every report interval: the scheduler's snapshot of it (and its lease renewal).
 struct LoadReport {
   int64_t read_queue_tokens = 0;  // the storage NIC's read queue (tokens waiting or in flight)
   int64_t read_queue_bytes = 0;
@@ -152,34 +120,16 @@ struct LoadReport {
   uint64_t dram_bytes = 0;
   std::vector<uint64_t> hbm_used_bytes;  // per engine
   int64_t requests = 0;                  // requests the node holds state for (prepared, running)
-
-  Json to_json() const;
-  static Result<LoadReport> from_json(const Json& j);
 };
 
-// Node -> scheduler during a decode: tokens [start, start + tokens.size()) of its output.
-struct TokenEvent {
-  uint64_t request_id = 0;
-  int64_t start = 0;
-  std::vector<int32_t> tokens;
-
-  Json to_json() const;
-  static Result<TokenEvent> from_json(const Json& j);
-};
-
-// Node -> scheduler, the connection's first message.
-struct RegisterRequest {
+// What a node's peers need to move KV to and from it: its UCX worker address and its memory
+// regions (the DRAM buffer pool, each engine's HBM arena) as transport descriptors.
+struct NodeHello {
   NodeRole role = NodeRole::kPrefill;
-  int index = -1;  // -1: the scheduler assigns the lowest free index of the role
-  int protocol = kProtocolVersion;
-  std::string host;
-  int64_t pid = 0;
-  // The node already runs a runtime from an earlier registration (the scheduler restarted): it
-  // keeps its UCX worker, buffers and store, and re-sends its hello.
-  bool resume = false;
-
-  Json to_json() const;
-  static Result<RegisterRequest> from_json(const Json& j);
+  int index = 0;
+  std::vector<std::byte> address;
+  std::vector<std::byte> dram;
+  std::vector<std::vector<std::byte>> hbm;  // per engine
 };
 
 }  // namespace dualpath::engine

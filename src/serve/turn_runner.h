@@ -1,0 +1,110 @@
+#pragma once
+// TurnRunner: runs one turn of the live system to its end (issue 31; docs/serve.md "A turn
+// through the service"): the scheduler's inputs and the turn plan come from sched/ (the
+// simulator's functions), the Placer places it, and the plan is executed on the two nodes'
+// Node services: DE prepare, PE prefill, DE decode with its tokens streaming back on the decode
+// call itself (so they can only come from the node that holds the request). A failure is
+// retried on live nodes; a decode whose node died mid-way is migrated with the tokens it had
+// streamed; a hit block that vanished makes the turn recompute.
+//
+// Liveness: every call has a deadline; a node declared dead fails its calls at that moment
+// (control::NodeClient::close) and node_dead() cancels the calls of its turns on their other
+// node; a cancelled turn (TurnCancel) cancels its calls at once, which cancels them on the nodes.
+// No lock is held across a call.
+//
+// Threads: thread-safe; run_turn() blocks its caller (one thread per concurrent turn: a session
+// thread, an HTTP worker); node_dead() from the registry's listener.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "compute/sampling.h"
+#include "control/node_client.h"
+#include "engine/engine_types.h"
+#include "model/cost_model.h"
+#include "sched/read_path.h"
+#include "sched/turn_plan.h"
+#include "serve/node_registry.h"
+#include "serve/placement.h"
+#include "serve/serve_config.h"
+#include "serve/turn.h"
+#include "store/file_store.h"
+
+namespace dualpath::serve {
+
+// The live service's scheduler inputs for one turn, from its config: the turn costs of
+// sched::make_sched_request and whether the turn loads nothing (the oracle bound). Shared by the
+// runner and the plan-replay check.
+struct TurnPlanner {
+  sched::TurnCosts costs;
+  const model::CostModel* cost = nullptr;  // prices the tail policy's work (modeled compute)
+  sched::PathPolicy paths = sched::PathPolicy::kShortestQueue;
+  // The turn loads no KV: a forced oracle path, or the mode's (no lookup in the store).
+  bool no_io(const sched::PathRequest& path) const {
+    return path == sched::ReadPath::kOracle || (!path && paths == sched::PathPolicy::kNoIo);
+  }
+  // The scheduler's request for a turn whose longest cached prefix is `cached_tokens`.
+  sched::SchedRequest request(int64_t id,
+                              int64_t prompt_tokens,
+                              int64_t gen_tokens,
+                              int64_t cached_tokens,
+                              const sched::PathRequest& path) const;
+};
+
+class TurnRunner {
+ public:
+  struct Parts {
+    const ServeConfig* config = nullptr;
+    NodeRegistry* registry = nullptr;
+    Placer* placer = nullptr;
+    store::FileStore* store = nullptr;  // prefix matches on the shared data paths
+    store::BlockLayout layout;
+    TurnPlanner planner;
+    const Clock* clock = nullptr;
+  };
+  explicit TurnRunner(Parts parts);
+
+  // Runs one turn to the end (retries and migration included) or to an error.
+  Result<TurnResult> run_turn(TurnRequest request);
+  // A node died: the calls of its turns on their other node are cancelled (its own calls
+  // already fail: its client is closed).
+  void node_dead(int node, const Status& why);
+  // Turns still running fail with kAborted; new ones too.
+  void shutdown();
+
+ private:
+  struct Attempt {
+    uint64_t id = 0;
+    int pe_node = -1, de_node = -1;
+    control::CallGroup calls;
+    std::atomic<bool> prefilled{false};  // release/acquire: read by node_dead
+  };
+  Status run_attempt(const TurnRequest& req,
+                     Attempt& a,
+                     std::vector<int32_t> prompt,
+                     int64_t gen,
+                     const sched::PathRequest& path,
+                     int64_t oracle_hit,
+                     int64_t base,
+                     Duration turn_start,
+                     TurnResult& out,
+                     std::vector<int32_t>& streamed,
+                     int64_t& hit);
+
+  Parts parts_;
+  std::atomic<uint64_t> next_request_id_{1};  // relaxed: only hands out distinct ids
+  Mutex mu_;
+  std::map<uint64_t, Attempt*> attempts_ DP_GUARDED_BY(mu_);  // running, by id
+  bool stopping_ DP_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace dualpath::serve
