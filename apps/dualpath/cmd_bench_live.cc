@@ -160,6 +160,8 @@ Result<ModeRun> run_mode(const BenchConfigs& cfgs,
   options.config = cfgs.live;
   options.config.scheduler.mode = live_m;
   options.config.scheduler.port = 0;  // its own nodes only
+  // The scheduler prices beta at the workload's typical turn, as the simulator beside it does.
+  options.config.typical_turn = sim::typical_turn(agents);
   DP_ASSIGN_OR_RETURN(bench::FreshStore store,
                       bench::FreshStore::make(cfgs.live.engine.data_paths, "bench-live-" + mode));
   options.config.engine.data_paths = store.paths();

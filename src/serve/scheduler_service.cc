@@ -212,7 +212,8 @@ Result<sched::ClusterSchedulerParams> scheduler_params(const ServeConfig& config
   in.pe_group_gpus = cfg.backend_spec().prefill_ep_gpus;
   // An engine of a live node computes on compute_slots GPUs at once (engine_config.h).
   in.gpus_per_engine = std::max(1, cfg.compute_slots());
-  in.de_hbm_bytes = static_cast<double>(cfg.hbm_bytes);
+  // The DE HBM budget in the units the turn planner prices needs in (turn_planner.h).
+  in.de_hbm_bytes = static_cast<double>(cfg.hbm_bytes) / (cfg.compute == "modeled" ? cfg.kv_scale : 1.0);
   in.block_tokens = cfg.block_tokens;
   const double live_snic_bytes_per_s = cfg.emulated_snic_gbps() * 1e9 / 8;
   std::optional<model::CostModel> cost;
@@ -354,11 +355,7 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const ServeCon
   parts.placer = s->placer_.get();
   parts.store = s->store_.get();
   parts.layout = s->layout_;
-  parts.planner.costs = {cfg.block_tokens,
-                         static_cast<double>(shape.layers * shape.bytes_per_token_per_layer),
-                         static_cast<double>(cfg.hbm_bytes)};
-  parts.planner.cost = s->cost_ ? &*s->cost_ : nullptr;
-  parts.planner.paths = s->config_.path_policy();
+  DP_ASSIGN_OR_RETURN(parts.planner, make_turn_planner(s->config_, s->cost_ ? &*s->cost_ : nullptr));
   parts.clock = &s->clock_;
   s->runner_ = std::make_unique<TurnRunner>(parts);
   s->endpoint_ = std::make_unique<SchedulerEndpoint>(

@@ -1,65 +1,132 @@
-// One policy, two call sites (issue 17 "Shared policy"): the decisions the simulator's cluster
-// scheduler made on a run replay identically through a scheduler built the way the service
-// builds its own (serve::scheduler_shape, the service's mode policies). Neither rewrites the
-// policy: both are sched::ClusterScheduler.
+// One plan, two call sites (issue 31): a simulator run's recorded arrivals and load snapshots
+// give byte-identical turn plans through the live service's call site (serve::TurnPlanner for
+// the requests, a ClusterScheduler with serve::scheduler_params, sched::plan_turn), and the
+// service derives the scheduler's parameters from a config exactly as the simulator does.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <map>
+#include <optional>
+
 #include "sched/cluster_scheduler.h"
+#include "sched/turn_plan.h"
 #include "serve/scheduler_service.h"
+#include "serve/turn_planner.h"
+#include "sim/cluster_sim.h"
 #include "sim/experiment.h"
 
 namespace dualpath::serve {
 namespace {
 
-TEST(SharedPolicy, ASimulatorRunsDecisionsReplayThroughTheServicesScheduler) {
-  const std::pair<sim::Mode, ServeMode> modes[] = {{sim::Mode::kFull, ServeMode::kFull},
-                                                   {sim::Mode::kBasic, ServeMode::kBasic},
-                                                   {sim::Mode::kOracle, ServeMode::kOracle}};
-  for (auto [sim_mode, serve_mode] : modes) {
-    SCOPED_TRACE(std::string(serve_mode_name(serve_mode)));
-    sim::SimConfig sc = *sim::default_sim_config("ds660b");
-    sc.dataset = "32k";
-    sc.agents = 64;
-    sc.scheduler.mode = sim_mode;
+std::string config_path(const char* name) {
+  return std::string(std::getenv("DUALPATH_SOURCE_DIR")) + "/configs/" + name;
+}
+
+TEST(SharedPlan, ASimulatorRunsPlansReplayByteIdenticallyThroughTheServicesCallSite) {
+  for (ServeMode mode : {ServeMode::kFull, ServeMode::kBasic, ServeMode::kOracle, ServeMode::kSplit}) {
+    SCOPED_TRACE(std::string(serve_mode_name(mode)));
+    // The simulator on emu-2p4d's cluster, recording its scheduler's calls and its plans.
+    auto file_or = Config::from_file(config_path("emu-2p4d.toml"));
+    ASSERT_TRUE(file_or.is_ok());
+    Config file = std::move(file_or).value();
+    auto sc_or = sim::default_sim_config("ds660b");
+    ASSERT_TRUE(sc_or.is_ok());
+    sim::SimConfig sc = *sc_or;
+    sim::ignore_live_sections(file);
+    ASSERT_TRUE(sim::apply_config(file, sc).is_ok());
+    sc.scheduler.mode = mode;
+    sc.agents = 32;
     std::vector<sched::SchedulerEvent> log;
-    std::optional<sched::ClusterShape> sim_shape;
+    std::vector<std::string> sim_plans;
     std::optional<sched::ClusterSchedulerParams> sim_params;
     sim::SimOptions opt;
     opt.on_scheduler = [&](sched::ClusterScheduler& s) {
-      sim_shape = s.shape();
       sim_params = s.params();
       s.record_to(&log);
     };
+    opt.on_plan = [&](const sched::TurnPlan& p) { sim_plans.push_back(sched::to_string(p)); };
     auto r = sim::run_experiment(sc, opt);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-    ASSERT_GT(log.size(), 1000u);
+    ASSERT_GT(sim_plans.size(), 500u);
 
-    // The live cluster of the same shape: 2P4D, an engine per GPU, the same EP groups.
-    ServeConfig live;
-    live.engine.prefill_nodes = sc.prefill_nodes;
-    live.engine.decode_nodes = sc.decode_nodes;
-    live.engine.engines_per_node = sc.hw.gpus_per_node;
-    live.engine.pe_ep_nodes = sc.pe_ep_nodes;
-    live.engine.de_ep_nodes = sc.de_ep_nodes;
-    live.scheduler.mode = serve_mode;
+    // The live service on the same file, with an engine per GPU as the simulator has, and the
+    // simulator's workload (bench live gives the service its typical turn the same way).
+    auto live_or = read_serve_config(config_path("emu-2p4d.toml"));
+    ASSERT_TRUE(live_or.is_ok()) << live_or.status().to_string();
+    ServeConfig live = *live_or;
+    live.scheduler.mode = mode;
+    live.engine.engines_per_node = live.engine.hardware.gpus_per_node;
+    live.typical_turn = sim::typical_turn(*sim::build_agents(sc));
+    auto params = scheduler_params(live);
     auto shape = scheduler_shape(live);
-    ASSERT_TRUE(shape.is_ok());
-    EXPECT_EQ(shape->prefill_nodes, sim_shape->prefill_nodes);
-    EXPECT_EQ(shape->decode_nodes, sim_shape->decode_nodes);
-    EXPECT_EQ(shape->pe_engines_per_node, sim_shape->pe_engines_per_node);
-    EXPECT_EQ(shape->de_engines_per_node, sim_shape->de_engines_per_node);
-    EXPECT_EQ(shape->pe_ep_nodes, sim_shape->pe_ep_nodes);
-    EXPECT_EQ(shape->de_ep_nodes, sim_shape->de_ep_nodes);
-    // The mode's policies are the simulator's for the same mode.
-    EXPECT_EQ(live.engine_policy(), sim_params->engines);
-    EXPECT_EQ(live.path_policy(), sim_params->paths);
-    // Alpha, beta and the HBM budget are inputs (the service derives them from its nodes, the
-    // simulator from its workload): with the simulator's, every decision is the same.
-    sched::ClusterSchedulerParams params = *sim_params;
-    params.engines = live.engine_policy();
-    params.paths = live.path_policy();
-    sched::ClusterScheduler service_side(*shape, params);
-    EXPECT_EQ(sched::replay_log(log, service_side), 0);
+    ASSERT_TRUE(params.is_ok() && shape.is_ok()) << params.status().to_string();
+    // Derived once: the same alpha, beta, policies as the simulator's from the same file.
+    EXPECT_EQ(params->pe.alpha_tokens, sim_params->pe.alpha_tokens);
+    EXPECT_EQ(params->pe.beta_tokens, sim_params->pe.beta_tokens);
+    EXPECT_EQ(params->engines, sim_params->engines);
+    EXPECT_EQ(params->paths, sim_params->paths);
+    EXPECT_EQ(params->de.z_factor, sim_params->de.z_factor);
+    EXPECT_EQ(params->split_min_tokens, sim_params->split_min_tokens);
+    // The DE HBM budget is an input: the live node's arena, the simulator's GPU; the plans
+    // are compared with the simulator's.
+    sched::ClusterSchedulerParams p = *params;
+    p.de_hbm_bytes = sim_params->de_hbm_bytes;
+    p.de_group_hbm_bytes = sim_params->de_group_hbm_bytes;
+    sched::ClusterScheduler service_side(*shape, p);
+    const model::CostModel cost(*model::model_preset(live.engine.model), live.engine.hardware,
+                                live.engine.efficiency);
+    auto planner = make_turn_planner(live, &cost);
+    ASSERT_TRUE(planner.is_ok()) << planner.status().to_string();
+    planner->costs.de_hbm_budget_bytes = sim_params->de_hbm_bytes;
+
+    // Replay: every arrival through the service's request builder, every other call as
+    // recorded, every placement through plan_turn.
+    std::map<int64_t, sched::SchedRequest> requests;
+    std::vector<std::string> live_plans;
+    auto plan_of = [&](const sched::Placement& pl) {
+      live_plans.push_back(sched::to_string(sched::plan_turn(requests.at(pl.request_id), pl)));
+    };
+    for (const sched::SchedulerEvent& e : log) {
+      using K = sched::SchedulerEvent::Kind;
+      switch (e.kind) {
+        case K::kSubmit: {
+          const sched::SchedRequest& rec = e.request;
+          const sched::SchedRequest req = planner->request(rec.id, rec.prompt_tokens,
+                                                           rec.gen_tokens, rec.hit_tokens, rec.path);
+          ASSERT_EQ(req.hit_tokens, rec.hit_tokens);
+          ASSERT_EQ(req.hbm_need_bytes, rec.hbm_need_bytes);
+          ASSERT_EQ(req.pe_work_s, rec.pe_work_s);
+          requests[req.id] = req;
+          if (auto placed = service_side.submit(req)) plan_of(*placed);
+          break;
+        }
+        case K::kFetch:
+          for (const sched::Placement& pl : service_side.fetch().placed) plan_of(pl);
+          break;
+        case K::kReadFinished:
+          service_side.read_finished(e.index, e.tokens);
+          break;
+        case K::kPrefillFinished:
+          service_side.prefill_finished(e.index, e.tokens, e.bytes);
+          break;
+        case K::kTurnFinished:
+          service_side.turn_finished(e.index, e.tokens, e.bytes);
+          break;
+        case K::kReserveHbm:
+          service_side.reserve_hbm(e.index, e.bytes);
+          break;
+        case K::kReportedReadQueue:
+          service_side.set_reported_read_queue(e.index, e.tokens);
+          break;
+        case K::kNodeAlive:
+          service_side.set_node_alive(e.index, e.alive);
+          break;
+      }
+    }
+    ASSERT_EQ(live_plans.size(), sim_plans.size());
+    for (size_t i = 0; i < sim_plans.size(); ++i) {
+      ASSERT_EQ(live_plans[i], sim_plans[i]) << "plan " << i;
+    }
   }
 }
 

@@ -47,20 +47,6 @@ void TurnCancel::set_hooks(std::function<void()> cancel, std::function<void()> s
   if (stop && stopped()) stop();
 }
 
-sched::SchedRequest TurnPlanner::request(int64_t id,
-                                         int64_t prompt_tokens,
-                                         int64_t gen_tokens,
-                                         int64_t cached_tokens,
-                                         const sched::PathRequest& path) const {
-  sched::TurnInputs in;
-  in.id = id;
-  in.prompt_tokens = prompt_tokens;
-  in.gen_tokens = gen_tokens;
-  in.cached_tokens = cached_tokens;
-  in.path = path;
-  return sched::make_sched_request(in, costs, cost);
-}
-
 TurnRunner::TurnRunner(Parts parts) : parts_(std::move(parts)) {}
 
 void TurnRunner::shutdown() {

@@ -37,28 +37,10 @@
 #include "serve/placement.h"
 #include "serve/serve_config.h"
 #include "serve/turn.h"
+#include "serve/turn_planner.h"
 #include "store/file_store.h"
 
 namespace dualpath::serve {
-
-// The live service's scheduler inputs for one turn, from its config: the turn costs of
-// sched::make_sched_request and whether the turn loads nothing (the oracle bound). Shared by the
-// runner and the plan-replay check.
-struct TurnPlanner {
-  sched::TurnCosts costs;
-  const model::CostModel* cost = nullptr;  // prices the tail policy's work (modeled compute)
-  sched::PathPolicy paths = sched::PathPolicy::kShortestQueue;
-  // The turn loads no KV: a forced oracle path, or the mode's (no lookup in the store).
-  bool no_io(const sched::PathRequest& path) const {
-    return path == sched::ReadPath::kOracle || (!path && paths == sched::PathPolicy::kNoIo);
-  }
-  // The scheduler's request for a turn whose longest cached prefix is `cached_tokens`.
-  sched::SchedRequest request(int64_t id,
-                              int64_t prompt_tokens,
-                              int64_t gen_tokens,
-                              int64_t cached_tokens,
-                              const sched::PathRequest& path) const;
-};
 
 class TurnRunner {
  public:

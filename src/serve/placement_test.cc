@@ -1,0 +1,108 @@
+// Placer on a ManualClock: a turn that finds the cluster idle is placed at once, turns that
+// arrive while it is busy wait for the next group fetch (the fetch interval batches a loaded
+// cluster, it is not a floor on an idle one), and a claim gives its counts back exactly once.
+#include "serve/placement.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace dualpath::serve {
+namespace {
+
+using namespace std::chrono_literals;
+
+sched::ClusterSchedulerParams paper_params() {
+  sched::ClusterSchedulerParams p;
+  p.engines = sched::EnginePolicy::kPaper;
+  p.paths = sched::PathPolicy::kShortestQueue;
+  p.pe.alpha_tokens = 1'000'000;
+  p.pe.beta_tokens = 1'000'000;
+  p.de_hbm_bytes = 1e12;
+  return p;
+}
+
+sched::SchedRequest request(int64_t id) {
+  sched::SchedRequest r;
+  r.id = id;
+  r.prompt_tokens = 1000;
+  r.gen_tokens = 10;
+  r.hit_tokens = 512;
+  r.hbm_need_bytes = 1e6;
+  return r;
+}
+
+TEST(Placer, AnIdleClusterPlacesATurnAtOnceAndALoadedOneAtTheNextFetch) {
+  ManualClock clock;
+  Placer placer(sched::ClusterShape{}, paper_params(), 50ms, clock);
+  placer.set_node_alive(0, true);
+  placer.set_node_alive(1, true);
+  // Idle: placed without the clock moving at all.
+  auto first = placer.place(request(1), clock.now() + 10s, {});
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  // Right after a fetch: the next turn waits for the interval, on the clock.
+  std::atomic<bool> placed{false};  // release by the placer's caller, acquire by the test
+  std::thread second([&] {
+    auto c = placer.place(request(2), clock.now() + 10s, {});
+    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+    placed.store(true, std::memory_order_release);
+  });
+  std::this_thread::sleep_for(30ms);  // real time passes, not the clock's
+  EXPECT_FALSE(placed.load(std::memory_order_acquire)) << "placed before the group's next fetch";
+  clock.advance(50ms);
+  second.join();
+  EXPECT_TRUE(placed.load(std::memory_order_acquire));
+}
+
+TEST(Placer, AClaimGivesItsReadsBackOnceAndATurnNobodyTakesTimesOut) {
+  ManualClock clock;
+  Placer placer(sched::ClusterShape{}, paper_params(), 50ms, clock);
+  placer.set_node_alive(0, true);
+  placer.set_node_alive(1, true);
+  {
+    auto c = placer.place(request(1), clock.now() + 10s, {});
+    ASSERT_TRUE(c.is_ok());
+    int64_t queued = 0;
+    placer.with_scheduler([&](sched::ClusterScheduler& s) {
+      queued = s.read_queue(0) + s.read_queue(1);
+    });
+    EXPECT_EQ(queued, 512);  // the hit, on the side the scheduler picked
+    c->pe_read_finished();
+    c->pe_read_finished();  // once only
+    Claim moved = std::move(*c);
+  }  // the claim's destructor gives the rest back
+  placer.with_scheduler([&](sched::ClusterScheduler& s) {
+    EXPECT_EQ(s.read_queue(0), 0);
+    EXPECT_EQ(s.read_queue(1), 0);
+    EXPECT_EQ(s.pe_load(0).tok, 0);
+    EXPECT_EQ(s.de_load(0).tok, 0);
+  });
+  // With every decode node dead, no engine takes the turn: kUnavailable at its deadline.
+  placer.set_node_alive(1, false);
+  Status late;
+  std::thread t([&] { late = placer.place(request(2), clock.now() + 2s, {}).status(); });
+  std::this_thread::sleep_for(20ms);
+  clock.advance(3s);
+  t.join();
+  EXPECT_TRUE(late.is_unavailable()) << late.to_string();
+  EXPECT_NE(late.message().find("0 decode nodes alive of 1"), std::string::npos) << late.message();
+}
+
+TEST(Placer, ACancelledTurnLeavesTheQueue) {
+  ManualClock clock;
+  Placer placer(sched::ClusterShape{}, paper_params(), 50ms, clock);
+  std::atomic<bool> cancel{false};
+  Status s;
+  std::thread t([&] {
+    s = placer.place(request(3), clock.now() + 60s, [&] { return cancel.load(); }).status();
+  });
+  std::this_thread::sleep_for(20ms);
+  cancel.store(true);
+  t.join();
+  EXPECT_TRUE(s.is_aborted()) << s.to_string();
+  placer.with_scheduler([&](sched::ClusterScheduler& sc) { EXPECT_FALSE(sc.has_queued()); });
+}
+
+}  // namespace
+}  // namespace dualpath::serve
