@@ -24,6 +24,7 @@ pkgs=(
   # tools used by benchmarks and figure generation
   fio                           # side-by-side storage baseline
   curl jq hey                   # the API tests: curl and jq as the deployment guide uses them, hey for load
+  iproute2 ethtool python3      # the network-fault test: namespaces, veth, a bridge (src/serve/netns)
   wamerican                     # /usr/share/dict/words: the built-in model's readability test
   gnuplot-nox                   # PNG/SVG figures (docs/results)
 )

@@ -335,6 +335,7 @@ pb::Hello to_proto(const engine::NodeHello& h) {
   m.set_ucx_address(string_of(h.address));
   m.set_dram_region(string_of(h.dram));
   for (const auto& r : h.hbm) m.add_hbm_regions(string_of(r));
+  m.set_epoch(h.epoch);
   return m;
 }
 
@@ -350,6 +351,7 @@ Result<engine::NodeHello> from_proto(const pb::Hello& m) {
   h.address = bytes_of(m.ucx_address());
   h.dram = bytes_of(m.dram_region());
   for (const std::string& r : m.hbm_regions()) h.hbm.push_back(bytes_of(r));
+  h.epoch = m.epoch();
   return h;
 }
 

@@ -95,9 +95,12 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& target,
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(keepalive.timeout));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // A peer back from a partition or a restart is reached again within a second.
+  // A peer back from a partition or a restart is reached again within a second: retries 100 ms
+  // apart at first, never more than a second. The minimum "backoff" is also gRPC's deadline
+  // for one connection attempt (TCP and the TLS handshake): at 100 ms, a handshake over a slow
+  // link or on a loaded host never finished, and the attempt was retried forever.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(max_receive_bytes);
   args.SetMaxSendMessageSize(kNodeMaxMessageBytes);

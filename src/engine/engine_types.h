@@ -130,6 +130,7 @@ struct NodeHello {
   std::vector<std::byte> address;
   std::vector<std::byte> dram;
   std::vector<std::vector<std::byte>> hbm;  // per engine
+  uint64_t epoch = 0;  // the scheduler's count of its registrations (control.proto Hello.epoch)
 };
 
 }  // namespace dualpath::engine

@@ -163,14 +163,20 @@ NodeHello NodeRuntime::hello() const {
   return h;
 }
 
-Status NodeRuntime::connect_peers(std::span<const NodeHello> peers) {
+Status NodeRuntime::connect_peers(std::span<const NodeHello> peers, bool reset) {
+  if (reset) {
+    MutexLock lock(peers_mu_);
+    peers_.clear();  // requests in flight keep theirs alive (shared_ptr)
+  }
   for (const NodeHello& p : peers) {
     if (p.role == setup_.role) continue;
     {
       MutexLock lock(peers_mu_);
       bool same = false;
       for (const auto& q : peers_) {
-        if (q->role == p.role && q->index == p.index && q->address == p.address) same = true;
+        if (q->role == p.role && q->index == p.index && q->address == p.address &&
+            q->epoch == p.epoch)
+          same = true;
       }
       if (same) continue;
     }
@@ -178,6 +184,7 @@ Status NodeRuntime::connect_peers(std::span<const NodeHello> peers) {
     peer->role = p.role;
     peer->index = p.index;
     peer->address = p.address;
+    peer->epoch = p.epoch;
     DP_ASSIGN_OR_RETURN(peer->endpoint, worker_->connect(p.address));
     DP_ASSIGN_OR_RETURN(peer->dram, worker_->import_region(*peer->endpoint, p.dram));
     for (const std::vector<std::byte>& blob : p.hbm) {

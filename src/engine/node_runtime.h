@@ -78,6 +78,7 @@ struct PeerNode {
   NodeRole role = NodeRole::kDecode;
   int index = 0;
   std::vector<std::byte> address;  // its UCX worker address: a restarted peer has a new one
+  uint64_t epoch = 0;               // its registration (NodeHello::epoch)
   std::unique_ptr<transport::Endpoint> endpoint;
   std::unique_ptr<transport::RemoteRegion> dram;               // its DRAM buffer pool
   std::vector<std::unique_ptr<transport::RemoteRegion>> hbm;  // its engines' HBM arenas
@@ -93,9 +94,12 @@ class NodeRuntime {
   // What the peers need to reach this node: its UCX address and its regions' descriptors.
   NodeHello hello() const;
   // Connects to every node of the other role in `peers` and imports their regions. Incremental:
-  // a peer already connected at the same address is kept; one at a new address (it restarted)
-  // is replaced, its old connection living on only while requests still hold it. Thread-safe.
-  Status connect_peers(std::span<const NodeHello> peers);
+  // a peer already connected at the same address and epoch is kept; one at a new address (it
+  // restarted) or epoch (it registered again, e.g. after a partition that may have broken its
+  // connections) is replaced, its old connection living on only while requests still hold it.
+  // With `reset`, every existing connection is dropped first (this node is rejoining).
+  // Thread-safe.
+  Status connect_peers(std::span<const NodeHello> peers, bool reset = false);
 
   const NodeSetup& setup() const { return setup_; }
   const store::BlockLayout& layout() const { return layout_; }

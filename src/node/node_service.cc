@@ -150,7 +150,7 @@ grpc::Status NodeService::Peers(grpc::ServerContext* ctx, const pb::PeersRequest
       if (!hello.is_ok()) return control::to_grpc(hello.status());
       hellos.push_back(std::move(hello).value());
     }
-    return control::to_grpc(rt_->connect_peers(hellos));
+    return control::to_grpc(rt_->connect_peers(hellos, req->reset()));
   });
 }
 

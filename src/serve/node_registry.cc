@@ -163,8 +163,10 @@ Result<int> NodeRegistry::join(const std::string& session, const engine::NodeHel
     address = s.control_address;
   }
   std::shared_ptr<control::NodeClient> client = make_client_(address, id.name(), session);
+  engine::NodeHello own_hello = hello;
+  own_hello.epoch = generation;  // peers reconnect to a node that registered again
   control::pb::PeersRequest to_others;
-  *to_others.add_peers() = control::to_proto(hello);
+  *to_others.add_peers() = control::to_proto(own_hello);
   // Rounds: connect to every live node of the other role not connected yet, both ways at once,
   // each call with its own deadline and no lock held; then, under the lock, become alive if no
   // other node became alive meanwhile (a node joining at the same time), else another round. A
@@ -195,13 +197,14 @@ Result<int> NodeRegistry::join(const std::string& session, const engine::NodeHel
         s.joining = false;
         s.alive = true;
         s.client = client;
-        s.hello = hello;
+        s.hello = own_hello;
         s.last_report = clock_.now();
         s.registrations += 1;
         break;
       }
     }
     control::pb::PeersRequest to_new;
+    to_new.set_reset(first);  // a rejoining node's old connections may be broken
     for (const auto& h : hellos) *to_new.add_peers() = control::to_proto(h);
     Status own;
     std::vector<Status> theirs(clients.size());
