@@ -95,11 +95,27 @@ compute::SamplingParams read_sampling(const Json& j) {
   return s;
 }
 
+namespace {
+
+// Absent: the default namespace (messages from before namespaces existed read as before).
+std::string read_cache_namespace(WireReader& r) {
+  std::string ns = r.str_or("cache_namespace", "");
+  if (ns.size() > kMaxCacheNamespaceBytes) {
+    r.fail("cache_namespace",
+           fmt::format("is {} bytes, more than {}", ns.size(), kMaxCacheNamespaceBytes));
+    return {};
+  }
+  return ns;
+}
+
+}  // namespace
+
 Json PrepareRequest::to_json() const {
   Json j{{"request_id", request_id}, {"tokens", tokens},       {"hit_tokens", hit_tokens},
          {"gen_tokens", gen_tokens}, {"read_hits", read_hits}, {"oracle", oracle},
          {"engine", engine}};
   if (read_from_tokens != 0) j["read_from_tokens"] = read_from_tokens;
+  if (!cache_namespace.empty()) j["cache_namespace"] = cache_namespace;
   put_sampling(j, sampling);
   return j;
 }
@@ -115,6 +131,7 @@ Result<PrepareRequest> PrepareRequest::from_json(const Json& j) {
   p.read_from_tokens = r.i64_or("read_from_tokens", 0, 0, kMaxTokens);
   p.oracle = r.boolean_or("oracle", false);
   p.engine = static_cast<int>(r.i64_or("engine", 0, 0, kMaxIndex));
+  p.cache_namespace = read_cache_namespace(r);
   DP_RETURN_IF_ERROR(r.status());
   p.sampling = read_sampling(j);
   return p;
@@ -139,6 +156,7 @@ Json PrefillRequest::to_json() const {
          {"de_index", de_index},     {"de_dram_offset", de_dram_offset},
          {"pe_engine", pe_engine}};
   if (path == sched::ReadPath::kSplit) j["pe_read_tokens"] = pe_read_tokens;
+  if (!cache_namespace.empty()) j["cache_namespace"] = cache_namespace;
   put_sampling(j, sampling);
   return j;
 }
@@ -155,6 +173,7 @@ Result<PrefillRequest> PrefillRequest::from_json(const Json& j) {
   p.de_index = static_cast<int>(r.i64("de_index", 0, kMaxIndex));
   p.de_dram_offset = r.u64_or("de_dram_offset", 0);
   p.pe_engine = static_cast<int>(r.i64_or("pe_engine", 0, 0, kMaxIndex));
+  p.cache_namespace = read_cache_namespace(r);
   DP_RETURN_IF_ERROR(r.status());
   p.path = *path;
   p.sampling = read_sampling(j);

@@ -40,7 +40,7 @@ TEST(WireReader, MistypedAndMissingFieldsAreErrorsNamingTheField) {
 }
 
 TEST(WireReader, EveryMessageRoundTripsThroughJson) {
-  PrefillRequest p{42, {1, 2, 3}, 0, sched::ReadPath::kDe, 1, 4096, 0, {}, 0};
+  PrefillRequest p{42, {1, 2, 3}, 0, sched::ReadPath::kDe, 1, 4096, 0, {}, 0, {}};
   auto back = PrefillRequest::from_json(p.to_json());
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->tokens, p.tokens);
@@ -74,6 +74,17 @@ TEST(WireReader, EveryMessageRoundTripsThroughJson) {
   Json bad = prep.to_json();
   bad["read_from_tokens"] = -64;
   EXPECT_FALSE(PrepareRequest::from_json(bad).is_ok());
+  // The cache namespace (issue 32) travels with both, absent when empty; an oversized one is a
+  // malformed message.
+  EXPECT_FALSE(prep.to_json().contains("cache_namespace"));
+  EXPECT_EQ(prep_back->cache_namespace, "");
+  prep.cache_namespace = std::string(64, 'a');
+  p.cache_namespace = std::string(64, 'b');
+  EXPECT_EQ(PrepareRequest::from_json(prep.to_json())->cache_namespace, prep.cache_namespace);
+  EXPECT_EQ(PrefillRequest::from_json(p.to_json())->cache_namespace, p.cache_namespace);
+  prep.cache_namespace = std::string(kMaxCacheNamespaceBytes + 1, 'a');
+  EXPECT_FALSE(PrepareRequest::from_json(prep.to_json()).is_ok());
+  prep.cache_namespace.clear();
   PrefillReply reply;
   reply.first_token = 9;
   reply.logits = {0.5f, -1.0f};

@@ -717,7 +717,7 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
     }
     hit = std::clamp<int64_t>(a.oracle_hit / bt * bt, 0, ((n - 1) / bt) * bt);
   } else if (a.path != sched::ReadPath::kRecompute) {
-    hit = store_->longest_cached_prefix(a.prompt).hit_tokens(layout_);
+    hit = store_->longest_cached_prefix(a.prompt, req.cache_namespace).hit_tokens(layout_);
     hit = std::min(hit, ((n - 1) / bt) * bt);  // leave at least one new token
   }
   const int64_t blocks = (n + a.gen + bt - 1) / bt;
@@ -828,8 +828,16 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
   // DE prepare: the DE buffer (and, on the DE path, the storage read; a split read: of the
   // blocks after the PE side's part).
   const bool split = p.path == sched::ReadPath::kSplit;
-  engine::PrepareRequest prep{a.id,   a.prompt,  hit,          a.gen, p.path == sched::ReadPath::kDe || split,
-                              oracle, de_engine, req.sampling, split ? p.pe_read_tokens : 0};
+  engine::PrepareRequest prep{a.id,
+                              a.prompt,
+                              hit,
+                              a.gen,
+                              p.path == sched::ReadPath::kDe || split,
+                              oracle,
+                              de_engine,
+                              req.sampling,
+                              split ? p.pe_read_tokens : 0,
+                              req.cache_namespace};
   auto prep_out = engine::call_node<engine::PrepareReply>(*de_link, "prepare", prep, call_timeout);
   if (!prep_out.is_ok()) {
     prepared = true;  // it may have been, before the failure: release it
@@ -853,7 +861,8 @@ Status SchedulerService::run_attempt(const TurnRequest& req,
       prep_out->dram_offset,
       pe_engine,
       req.sampling,
-      split ? p.pe_read_tokens : 0};
+      split ? p.pe_read_tokens : 0,
+      req.cache_namespace};
   auto pre_out = engine::call_node<engine::PrefillReply>(*pe_link, "prefill", pre, call_timeout);
   finish_read();
   finish_prefill();

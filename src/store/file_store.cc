@@ -232,9 +232,11 @@ bool FileStore::contains(const BlockKey& key) {
   return true;
 }
 
-PrefixMatch FileStore::longest_cached_prefix(std::span<const TokenId> tokens) {
+PrefixMatch FileStore::longest_cached_prefix(std::span<const TokenId> tokens,
+                                             std::string_view cache_namespace) {
   PrefixMatch match;
-  match.keys = block_key_chain(options_.model, tokens, options_.layout.block_tokens);
+  match.keys =
+      block_key_chain(options_.model, tokens, options_.layout.block_tokens, cache_namespace);
   while (match.hit_blocks < match.keys.size() && contains(match.keys[match.hit_blocks])) {
     ++match.hit_blocks;
   }

@@ -95,6 +95,17 @@ TEST_P(FileStoreTest, LongestCachedPrefixStopsAtTheFirstMissingBlock) {
   EXPECT_EQ(m.hit_tokens(kLayout), 192);
 }
 
+TEST_P(FileStoreTest, APrefixStoredInOneCacheNamespaceDoesNotHitInAnother) {
+  OPEN_OR_SKIP(store, (std::vector<std::string>{tmp_.path()}));
+  std::vector<TokenId> prompt(64 * 2);
+  std::iota(prompt.begin(), prompt.end(), 7);
+  auto chain = block_key_chain(store->options().model, prompt, 64, "tenant-a");
+  write_blocks(*store, {chain[0], chain[1]});
+  EXPECT_EQ(store->longest_cached_prefix(prompt, "tenant-a").hit_blocks, 2u);
+  EXPECT_EQ(store->longest_cached_prefix(prompt, "tenant-b").hit_blocks, 0u);
+  EXPECT_EQ(store->longest_cached_prefix(prompt).hit_blocks, 0u);
+}
+
 // Block files hold other tenants' prompts (as KV): only the store's user may read them.
 TEST_P(FileStoreTest, BlockFilesAndDirectoriesAreOwnerOnly) {
   OPEN_OR_SKIP(store, (std::vector<std::string>{tmp_.path()}));
