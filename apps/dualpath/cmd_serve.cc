@@ -141,6 +141,12 @@ int run(const ServeArgs& a) {
           "{} {}: no such file", f == &a.ssl_certfile ? "--ssl-certfile" : "--ssl-keyfile", *f));
     }
   }
+  // Loaded once here, so that a bad file stops `serve` before any node starts.
+  if (!a.ssl_certfile.empty()) {
+    if (Status s = serve::check_tls_files(a.ssl_certfile, a.ssl_keyfile); !s.is_ok()) {
+      return usage_error(s.message());
+    }
+  }
   if (!a.tool_call_parser.empty() && a.tool_call_parser != "hermes") {
     return usage_error(fmt::format(
         "--tool-call-parser {}: the one parser here is hermes (<tool_call>{{json}}</tool_call>, "

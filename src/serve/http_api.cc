@@ -581,7 +581,8 @@ void HttpApi::completion(const HttpRequest& req,
   if (!p.sampling.greedy() && !p.seeded) turn.sampling.seed = std::random_device{}();
   turn.cancel = std::make_shared<TurnCancel>();
   // A client that hangs up, a deadline, a shutdown: the turn is cancelled on both nodes. On the
-  // connection's strand; TurnCancel::cancel sends the nodes their cancel without waiting.
+  // connection's strand: TurnCancel::cancel writes one message to each node's socket (NodeLink::
+  // send, bounded by its timeout) and waits for no reply.
   auto abandoned = std::make_shared<AbandonFlag>();
   ex.on_abandon([abandoned, cancel = turn.cancel](Abandon why) {
     abandoned->why.store(static_cast<int>(why), std::memory_order_release);
@@ -668,7 +669,9 @@ void HttpApi::completion(const HttpRequest& req,
   // generated, so it is not remembered.
   if (chat && !cut) {
     if (auto t = c->reply.reply_tokens()) {
-      const std::string text = called ? render_assistant(c->content, c->calls) : c->reply.reply();
+      // (Without calls the content is the reply's text, unless a block that was not a call
+      // dropped the space before it: the client sends the content back.)
+      const std::string text = render_assistant(c->content, c->calls);
       memo_.remember(p.prompt, text, std::move(*t), ns);
     }
   }

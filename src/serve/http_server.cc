@@ -157,6 +157,45 @@ struct StreamTraits<TlsStream> {
 
 using namespace http_detail;
 
+namespace {
+
+Status load_tls_context(net::ssl::context& tls,
+                        const std::string& certfile,
+                        const std::string& keyfile) {
+  if (certfile.empty() || keyfile.empty()) {
+    return Status::invalid_argument(
+        "HTTPS needs both --ssl-certfile (the certificate chain, PEM) and --ssl-keyfile (its "
+        "private key, PEM)");
+  }
+  // TLS 1.2 and 1.3 only: the older protocols have known breaks.
+  tls.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                  net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                  net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
+  beast::error_code ec;
+  tls.use_certificate_chain_file(certfile, ec);
+  if (ec) {
+    return Status::invalid_argument(fmt::format(
+        "--ssl-certfile {}: cannot load a PEM certificate chain: {}", certfile, ec.message()));
+  }
+  tls.use_private_key_file(keyfile, net::ssl::context::pem, ec);
+  if (ec) {
+    return Status::invalid_argument(
+        fmt::format("--ssl-keyfile {}: cannot load a PEM private key: {}", keyfile, ec.message()));
+  }
+  if (SSL_CTX_check_private_key(tls.native_handle()) != 1) {
+    return Status::invalid_argument(fmt::format(
+        "--ssl-keyfile {} is not the private key of --ssl-certfile {}", keyfile, certfile));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_tls_files(const std::string& certfile, const std::string& keyfile) {
+  net::ssl::context tls(net::ssl::context::tls_server);
+  return load_tls_context(tls, certfile, keyfile);
+}
+
 // Threads: io_threads run ioc_ (the acceptor on its strand, each session on its own);
 // pool_ runs run_blocking work.
 class HttpServer::Impl {
@@ -216,35 +255,8 @@ class HttpServer::Impl {
 
  private:
   Status load_tls() {
-    if (options_.ssl_certfile.empty() || options_.ssl_keyfile.empty()) {
-      return Status::invalid_argument(
-          "HTTPS needs both --ssl-certfile (the certificate chain, PEM) and --ssl-keyfile (its "
-          "private key, PEM)");
-    }
     tls_.emplace(net::ssl::context::tls_server);
-    // TLS 1.2 and 1.3 only: the older protocols have known breaks.
-    tls_->set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
-                      net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
-                      net::ssl::context::no_tlsv1_1 | net::ssl::context::single_dh_use);
-    beast::error_code ec;
-    tls_->use_certificate_chain_file(options_.ssl_certfile, ec);
-    if (ec) {
-      return Status::invalid_argument(
-          fmt::format("--ssl-certfile {}: cannot load a PEM certificate chain: {}",
-                      options_.ssl_certfile, ec.message()));
-    }
-    tls_->use_private_key_file(options_.ssl_keyfile, net::ssl::context::pem, ec);
-    if (ec) {
-      return Status::invalid_argument(
-          fmt::format("--ssl-keyfile {}: cannot load a PEM private key: {}", options_.ssl_keyfile,
-                      ec.message()));
-    }
-    if (SSL_CTX_check_private_key(tls_->native_handle()) != 1) {
-      return Status::invalid_argument(
-          fmt::format("--ssl-keyfile {} is not the private key of --ssl-certfile {}",
-                      options_.ssl_keyfile, options_.ssl_certfile));
-    }
-    return Status::ok();
+    return load_tls_context(*tls_, options_.ssl_certfile, options_.ssl_keyfile);
   }
 
   // The one catch boundary of an I/O thread: a handler that throws (a bug) is logged and the

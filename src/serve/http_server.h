@@ -168,6 +168,10 @@ class ListeningSocket {
   bool ipv6_ = false;
 };
 
+// Whether a certificate chain and private key (PEM) load and belong together, as start() will
+// load them: kInvalidArgument naming the file and the flag. For `serve`, before it starts nodes.
+Status check_tls_files(const std::string& certfile, const std::string& keyfile);
+
 class HttpServer {
  public:
   // Serves `handler` (which must outlive the server) on `socket`, or on a socket it binds from

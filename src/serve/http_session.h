@@ -184,8 +184,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       : stream_(std::move(stream)),
         executor_(stream_.get_executor()),
         ctx_(ctx),
-        id_(ctx.next_id.fetch_add(1, std::memory_order_relaxed)),
-        timer_(executor_) {
+        id_(ctx.next_id.fetch_add(1, std::memory_order_relaxed)) {
+    // Without a clock (the replay) no timer is made: a timer would start Asio's reactor, and
+    // every replayed request would pay its epoll calls.
+    if constexpr (Traits::kHasClock) timer_.emplace(executor_);
     ctx_.open.fetch_add(1, std::memory_order_relaxed);
   }
   ~Session() {
@@ -290,8 +292,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (!answer_started_) {
       do_respond(seq, safe_error(500, "the handler gave no answer (a bug in dualpath)"));
     } else {
+      // A stream its handler dropped: what was queued goes, then the connection closes without
+      // the last chunk, so that the client sees a cut stream, not a complete one.
+      answer_complete_ = true;
       close_after_ = true;
-      do_end(seq);
+      maybe_finish();
     }
   }
 
@@ -314,6 +319,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // reads its head within header_timeout.
   void read_request() {
     if (closed_) return;
+    head_only_ = false;
     parser_.emplace();
     parser_->header_limit(ctx_.limits.max_header_bytes);
     parser_->body_limit(ctx_.limits.max_body_bytes);
@@ -500,15 +506,15 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (in_exchange_) {
       in_exchange_ = false;
       abandon_fn_ = nullptr;  // drops what the handler's callback holds
-      timer_.cancel();
+      if (timer_) timer_->cancel();
     }
     if (close_after_ || refusing_) return graceful_close();
     read_request();
   }
 
   void arm_tick() {
-    timer_.expires_after(ctx_.limits.client_poll_interval);
-    timer_.async_wait([self = this->shared_from_this(), seq = seq_](beast::error_code ec) {
+    timer_->expires_after(ctx_.limits.client_poll_interval);
+    timer_->async_wait([self = this->shared_from_this(), seq = seq_](beast::error_code ec) {
       if (ec || self->closed_ || !self->in_exchange_ || seq != self->seq_) return;
       self->tick();
     });
@@ -567,7 +573,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (closed_) return;
     closed_ = true;
     gone_.store(true, std::memory_order_release);
-    timer_.cancel();
+    if (timer_) timer_->cancel();
     Traits::close(stream_);
     out_.clear();
   }
@@ -599,7 +605,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   const typename Stream::executor_type executor_;
   SessionContext& ctx_;
   const uint64_t id_;
-  net::steady_timer timer_;                     // the tick while a request runs
+  std::optional<net::steady_timer> timer_;      // the tick while a request runs (with a clock)
   beast::flat_buffer buffer_{size_t{1} << 24};  // head and body; body_limit bounds it first
   std::optional<http::request_parser<http::string_body>> parser_;
   int64_t requests_ = 0;  // heads read on this connection
