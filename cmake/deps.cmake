@@ -8,8 +8,9 @@ pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
-pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # built with OpenSSL: its flags
-find_package(OpenSSL REQUIRED)                                     # SHA-256 of API keys
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # the tests' and bench's HTTP client
+find_package(Boost 1.74 REQUIRED)                                  # the API's server: Beast on Asio (header-only)
+find_package(OpenSSL REQUIRED)                                     # SHA-256 of API keys, HTTPS
 find_package(prometheus-cpp CONFIG REQUIRED)                       # /metrics
 find_package(Protobuf REQUIRED)                                    # the control plane's messages
 find_package(gRPC CONFIG REQUIRED)                                 # the control plane's RPC

@@ -14,7 +14,8 @@ pkgs=(
   libfmt-dev                    # formatting
   libcli11-dev                  # command line
   nlohmann-json3-dev            # JSON output and trace parsing
-  libcpp-httplib-dev libssl-dev # HTTP API (cpp-httplib is built with OpenSSL; SHA-256 of API keys)
+  libboost-dev libssl-dev       # the HTTP API's server: Boost.Beast on Asio, HTTPS and key hashes through OpenSSL
+  libcpp-httplib-dev            # the HTTP client of the API's tests and of `bench serve`
   prometheus-cpp-dev            # Prometheus /metrics
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler  # control plane: gRPC, protobuf
   libsentencepiece-dev sentencepiece  # a checkpoint's tokenizer.model (serve --model DIR); spm_train for its test
@@ -23,7 +24,7 @@ pkgs=(
   libbenchmark-dev              # micro-benchmarks
   # tools used by benchmarks and figure generation
   fio                           # side-by-side storage baseline
-  curl jq hey                   # the API tests: curl and jq as the deployment guide uses them, hey for load
+  curl jq hey openssl           # the API tests: curl and jq as the deployment guide uses them, hey for load, a TLS certificate
   iproute2 ethtool python3      # the network-fault test: namespaces, veth, a bridge (src/serve/netns)
   wamerican                     # /usr/share/dict/words: the built-in model's readability test
   gnuplot-nox                   # PNG/SVG figures (docs/results)
@@ -45,15 +46,22 @@ else
 fi
 
 # The official OpenAI Node client, for the API's client test (src/serve/api_clients_test.sh),
-# from the npm registry into a cache outside the checkout. Best effort: without Node or the
-# registry the test says it skips the SDK part.
+# from the npm registry into a cache outside the checkout: v4 as `openai`, the current major as
+# `openai7` (an npm alias), and LangChain's ChatOpenAI. Best effort: without Node or the registry
+# the test says it skips them.
 npm_dir="${DUALPATH_NPM_DIR:-$HOME/.cache/dualpath/npm}"
-if command -v npm >/dev/null && [ ! -d "$npm_dir/node_modules/openai" ]; then
-  mkdir -p "$npm_dir"
-  if (cd "$npm_dir" && { [ -f package.json ] || npm init -y >/dev/null 2>&1; } &&
-      timeout 300 npm install --no-audit --no-fund --silent openai@4 >/dev/null 2>&1); then
-    echo "install-deps: the OpenAI Node client is in $npm_dir"
-  else
-    echo "install-deps: warning: could not install npm's openai into $npm_dir (the API client test skips it)"
+if command -v npm >/dev/null; then
+  npm_want=()
+  [ -d "$npm_dir/node_modules/openai" ] || npm_want+=(openai@4)
+  [ -d "$npm_dir/node_modules/openai7" ] || npm_want+=(openai7@npm:openai@7)
+  [ -d "$npm_dir/node_modules/@langchain/openai" ] || npm_want+=(@langchain/openai@1 @langchain/core@1)
+  if ((${#npm_want[@]})); then
+    mkdir -p "$npm_dir"
+    if (cd "$npm_dir" && { [ -f package.json ] || npm init -y >/dev/null 2>&1; } &&
+        timeout 300 npm install --no-audit --no-fund --silent "${npm_want[@]}" >/dev/null 2>&1); then
+      echo "install-deps: ${npm_want[*]} in $npm_dir"
+    else
+      echo "install-deps: warning: could not install ${npm_want[*]} into $npm_dir (the API client test skips them)"
+    fi
   fi
 fi

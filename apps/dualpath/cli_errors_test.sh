@@ -118,7 +118,18 @@ expect_error "no scheduler answered at 127.0.0.1:1 within 1 s" node --scheduler 
 expect_exit2 "--port 0: give a TCP port" serve --port 0
 expect_exit2 "must be longer than scheduler.report_interval_ms" serve --config "$tmp/lease.toml"
 expect_exit2 "schedular" serve --config "$tmp/sectypo.toml"
-expect_error "3 of 3 nodes did not register within 1 s: prefill node 0, decode node 0" serve --config "$tmp/reg.toml" --external-nodes
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# (serve binds its API port before it starts nodes: a free one, not 8000, which may be in use.)
+expect_error "3 of 3 nodes did not register within 1 s: prefill node 0, decode node 0" serve --config "$tmp/reg.toml" --external-nodes --port "$(free_port)"
+# The HTTP front's flags (issue 32): each mistake stops serve before anything starts (exit 2;
+# checked for two, the rest once each: the ASan run of this script is near its timeout).
+printf 'not a certificate\n' >"$tmp/junk.pem"
+expect_exit2 "HTTPS needs both --ssl-certfile" serve --ssl-certfile "$tmp/junk.pem"
+expect_error "--ssl-keyfile /no/key.pem: no such file" serve --ssl-certfile "$tmp/junk.pem" --ssl-keyfile /no/key.pem
+expect_exit2 "cannot load a PEM certificate chain" serve --ssl-certfile "$tmp/junk.pem" --ssl-keyfile "$tmp/junk.pem"
+expect_error "the one parser here is hermes" serve --tool-call-parser mistral
+expect_error "--request-timeout -1" serve --request-timeout -1
+expect_error "--max-connections 0" serve --max-connections 0
 # (Waits up to 180 s for ready: under heavy load, as in a parallel sanitizer run, starting
 # three node processes has taken over a minute.)
 # serve refuses a non-loopback --host without API keys; with keys (and on the embedded defaults)

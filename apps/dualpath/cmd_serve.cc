@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -37,6 +38,11 @@ struct ServeArgs {
   std::string model;
   int max_concurrent = 128;
   int64_t max_model_len = 16384;
+  int64_t request_timeout_s = 600;
+  int max_connections = 1024;
+  std::string ssl_certfile;
+  std::string ssl_keyfile;
+  std::string tool_call_parser;
 };
 
 bool loopback(const std::string& host) {
@@ -78,6 +84,9 @@ int run(const ServeArgs& a) {
     auto k = serve::ApiKeys::load(a.api_keys);
     if (!k.is_ok()) return usage_error(k.status().message());
     keys = std::move(k).value();
+    for (const std::string& w : keys->warnings()) {
+      std::fprintf(stderr, "dualpath serve: warning: %s\n", w.c_str());
+    }
   } else if (!loopback(a.host)) {
     return usage_error(fmt::format(
         "--host {} without --api-keys would let anyone on the network use the API: give "
@@ -134,6 +143,43 @@ int run(const ServeArgs& a) {
   if (a.max_model_len < 2) {
     return usage_error(fmt::format("--max-model-len {}: give at least 2 tokens", a.max_model_len));
   }
+  if (a.request_timeout_s < 0) {
+    return usage_error(fmt::format("--request-timeout {}: give seconds, 0 for none (default 600)",
+                                   a.request_timeout_s));
+  }
+  if (a.max_connections < 1) {
+    return usage_error(fmt::format("--max-connections {}: give at least 1", a.max_connections));
+  }
+  if (a.ssl_certfile.empty() != a.ssl_keyfile.empty()) {
+    return usage_error(
+        "HTTPS needs both --ssl-certfile (the certificate chain, PEM) and --ssl-keyfile (its "
+        "private key, PEM)");
+  }
+  for (const std::string* f : {&a.ssl_certfile, &a.ssl_keyfile}) {
+    if (!f->empty() && !std::filesystem::is_regular_file(*f)) {
+      return usage_error(fmt::format(
+          "{} {}: no such file", f == &a.ssl_certfile ? "--ssl-certfile" : "--ssl-keyfile", *f));
+    }
+  }
+  // Loaded once here, so that a bad file stops `serve` before any node starts.
+  if (!a.ssl_certfile.empty()) {
+    if (Status s = serve::check_tls_files(a.ssl_certfile, a.ssl_keyfile); !s.is_ok()) {
+      return usage_error(s.message());
+    }
+  }
+  if (!a.tool_call_parser.empty() && a.tool_call_parser != "hermes") {
+    return usage_error(fmt::format(
+        "--tool-call-parser {}: the one parser here is hermes (<tool_call>{{json}}</tool_call>, "
+        "vLLM's name)",
+        a.tool_call_parser));
+  }
+  // The API's port first, before any node starts: a port held by another server (another
+  // `serve`) fails here at once, with exit 1 and no `ready` (issue 37).
+  auto socket = serve::ListeningSocket::bind(a.host, a.port);
+  if (!socket.is_ok()) {
+    std::fprintf(stderr, "dualpath: error: %s\n", socket.status().message().c_str());
+    return 1;
+  }
   // SIGINT / SIGTERM are taken by this thread (sigwait) for a clean shutdown; every thread the
   // service starts inherits the blocked mask, and the nodes get a fresh one (Subprocess).
   sigset_t stop;
@@ -170,15 +216,21 @@ int run(const ServeArgs& a) {
   api_options.max_concurrent = a.max_concurrent;
   api_options.max_model_len = a.max_model_len;
   api_options.tokenizer = *tokenizer;
-  auto api = serve::HttpApi::start(api_options, (*cluster)->service());
+  api_options.request_timeout = std::chrono::seconds(a.request_timeout_s);
+  api_options.max_connections = a.max_connections;
+  api_options.ssl_certfile = a.ssl_certfile;
+  api_options.ssl_keyfile = a.ssl_keyfile;
+  api_options.tool_call_parser = a.tool_call_parser;
+  auto api = serve::HttpApi::start(api_options, (*cluster)->service(), std::move(*socket));
   if (!api.is_ok()) {
     std::fprintf(stderr, "dualpath: error: %s\n", api.status().to_string().c_str());
     return 1;
   }
   std::printf(
-      "dualpath serve: ready: http://%s:%d/v1 serving '%s' (%s); %d prefill + %d decode nodes "
+      "dualpath serve: ready: %s://%s:%d/v1 serving '%s' (%s); %d prefill + %d decode nodes "
       "registered; scheduler at %s\n",
-      a.host.c_str(), (*api)->port(), (*api)->model_name().c_str(),
+      (*api)->tls() ? "https" : "http", a.host.c_str(), (*api)->port(),
+      (*api)->model_name().c_str(),
       keys ? fmt::format("{} API keys", keys->size()).c_str() : "no API keys: loopback only",
       e.prefill_nodes, e.decode_nodes, (*cluster)->service().address().c_str());
   std::fflush(stdout);
@@ -190,6 +242,9 @@ int run(const ServeArgs& a) {
     if (s.is_ok()) {
       std::fprintf(stderr, "dualpath serve: SIGHUP: reloaded %s (%zu keys)\n",
                    keys ? keys->path().c_str() : "nothing", keys ? keys->size() : size_t{0});
+      for (const std::string& w : keys ? keys->warnings() : std::vector<std::string>{}) {
+        std::fprintf(stderr, "dualpath serve: warning: %s\n", w.c_str());
+      }
     } else {
       std::fprintf(stderr, "dualpath serve: SIGHUP: kept the old keys: %s\n",
                    s.message().c_str());
@@ -218,6 +273,7 @@ void setup(CLI::App& parent, int& exit_code) {
       "  dualpath serve\n"
       "  curl -s localhost:8000/v1/models | jq '.data[].id'\n"
       "  dualpath serve --host 0.0.0.0 --api-keys keys.toml\n"
+      "  dualpath serve --ssl-certfile cert.pem --ssl-keyfile key.pem --tool-call-parser hermes\n"
       "  dualpath serve --config configs/emu-2p4d.toml\n"
       "  dualpath serve --model ~/models/my-llama   # a Hugging Face llama checkpoint\n"
       "  dualpath serve --config cluster.toml --external-nodes --scheduler-host 0.0.0.0 \\\n"
@@ -258,6 +314,17 @@ void setup(CLI::App& parent, int& exit_code) {
                   "requests in flight before the API answers 429 (default 128)");
   cmd->add_option("--max-model-len", args->max_model_len,
                   "prompt + output tokens one request may use (default 16384)");
+  cmd->add_option("--request-timeout", args->request_timeout_s,
+                  "seconds a request may take from its body to its answer's end; beyond, it gets "
+                  "504 and its turn is cancelled (default 600; 0: none)");
+  cmd->add_option("--max-connections", args->max_connections,
+                  "open connections the API keeps; more are closed at accept (default 1024)");
+  cmd->add_option("--ssl-certfile", args->ssl_certfile,
+                  "serve HTTPS with this certificate chain (PEM; with --ssl-keyfile)");
+  cmd->add_option("--ssl-keyfile", args->ssl_keyfile, "the private key (PEM) of --ssl-certfile");
+  cmd->add_option("--tool-call-parser", args->tool_call_parser,
+                  "hermes: replies with <tool_call>{json}</tool_call> blocks come back as OpenAI "
+                  "tool_calls (finish_reason tool_calls), when the request has tools");
   cmd->add_flag("--external-nodes", args->external_nodes,
                 "start no nodes: wait for nodes started by hand with `dualpath node`");
   cmd->callback([args, &exit_code] { exit_code = run(*args); });

@@ -81,8 +81,10 @@ Result<CheckedTurn> check_turn(const pb::TurnSpec& t, int64_t block_tokens, std:
   }
   if (t.no_io() && (!pe_empty || !de_empty))
     return bad(what, "no_io", "comes with a storage read");
-  if (t.cache_namespace().size() > 4096)
-    return bad(what, "cache_namespace", "is longer than 4096 bytes");
+  if (t.cache_namespace().size() > engine::kMaxCacheNamespaceBytes) {
+    return bad(what, "cache_namespace",
+               fmt::format("is longer than {} bytes", engine::kMaxCacheNamespaceBytes));
+  }
   return c;
 }
 

@@ -219,8 +219,9 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
   r->first_read_block = p.read_hits ? p.read_from_tokens / bt : r->hit_blocks;
   HopBytes bytes;
   if (r->first_read_block < r->hit_blocks) {
-    const auto keys = store::block_key_chain(kv_fingerprint(rt_.setup().backend),
-                                             std::span(p.tokens).first(p.hit_tokens), bt);
+    const auto keys =
+        store::block_key_chain(kv_fingerprint(rt_.setup().backend),
+                               std::span(p.tokens).first(p.hit_tokens), bt, p.cache_namespace);
     std::vector<store::ReadRequest> reads;
     for (int64_t b = r->first_read_block; b < r->hit_blocks; ++b) {
       reads.push_back({keys[b], r->buffer.bytes().subspan(b * fb, fb)});
@@ -385,7 +386,7 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   // Keys of the sequence's blocks, extended as generated blocks fill.
   const store::ModelFingerprint fp = kv_fingerprint(rt_.setup().backend);
   std::vector<int32_t> sequence = p.tokens;
-  std::vector<store::BlockKey> keys = store::block_key_chain(fp, sequence, bt);
+  std::vector<store::BlockKey> keys = store::block_key_chain(fp, sequence, bt, p.cache_namespace);
   const int64_t hit_blocks = p.hit_tokens / bt;
   // Oracle: no D2H, so nothing is persisted (the driver names the next turn's hits itself).
   // Blocks are written behind the decode: up to kPersistsInFlight at once, each holding a
@@ -471,7 +472,7 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
     flush(false);
     if (persist && (pos + 1) % bt == 0) {
       const int64_t b = pos / bt;
-      const store::BlockKey prev = b == 0 ? store::chain_start(fp) : keys[b - 1];
+      const store::BlockKey prev = b == 0 ? store::chain_start(fp, p.cache_namespace) : keys[b - 1];
       keys.push_back(store::next_block_key(prev, std::span(sequence).subspan(b * bt, bt)));
       persist_block(b);
     }

@@ -50,6 +50,10 @@ inline constexpr size_t kMaxWireTokens = size_t{1} << 22;
 // DE "prepare": allocate the request's DE buffer (prompt + generation, whole blocks) and, with
 // read_hits, read the hit blocks from read_from_tokens on into it (the DE read path: all of
 // them; a split read: those after the PE side's part).
+// A cache namespace travels as text (serve's HTTP layer sends a 64-digit hex digest); longer is a
+// malformed message.
+inline constexpr size_t kMaxCacheNamespaceBytes = 256;
+
 struct PrepareRequest {
   uint64_t request_id = 0;  // unique per attempt: a retried turn gets a new id (its epoch)
   std::vector<int32_t> tokens;
@@ -62,7 +66,9 @@ struct PrepareRequest {
   // With read_hits: the DE reads the hit from here (whole blocks, below hit_tokens); a split
   // read's PE side reads those before.
   int64_t read_from_tokens = 0;
-  std::string cache_namespace;  // the key chain's namespace (hits never cross namespaces)
+  // The block key chain's namespace (store/block_key.h chain_start): the hit's keys and the keys
+  // the decode persists under. Empty: the default chain. At most kMaxCacheNamespaceBytes.
+  std::string cache_namespace;
 };
 
 struct PrepareReply {
@@ -83,7 +89,7 @@ struct PrefillRequest {
   // kSplit: the PE side reads the leading pe_read_tokens of the hit (whole blocks, 0 < it <
   // hit_tokens), and the DE node pushes the rest it read. Other paths: unused.
   int64_t pe_read_tokens = 0;
-  std::string cache_namespace;  // the key chain's namespace (hits never cross namespaces)
+  std::string cache_namespace;  // as PrepareRequest's: the chain the hit is read from
 };
 
 struct PrefillReply {

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The API through real clients, as the deployment guide uses them: `dualpath serve` on the
 # embedded defaults with API keys, then curl + jq (models, chat, usage, a second turn's cached
-# tokens, 401/403/404), `hey` for a short load, and the official OpenAI Node client when it is
-# installed (scripts/install-deps.sh puts it in ~/.cache/dualpath/npm); SIGINT stops it cleanly.
+# tokens, 401/403/404, cache_salt), `hey` for a short load, and the official OpenAI Node client
+# when it is installed (scripts/install-deps.sh puts it in ~/.cache/dualpath/npm): v4 and the
+# current major run an agent's conversation with tools, as does LangChain's ChatOpenAI, over
+# HTTP and then over HTTPS (a certificate made here with `openssl req`); SIGINT stops it
+# cleanly.
 #   api_clients_test.sh PATH/TO/dualpath
 set -uo pipefail
 bin="$1"
@@ -16,6 +19,18 @@ check() {  # check "what" condition...
   if "${@:2}" >/dev/null; then echo "ok: $1"; else echo "FAIL: $1"; fail=1; fi
 }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# start_serve WHAT READY_TEXT ARGS...: `dualpath serve ARGS` in the background (serve_pid), until
+# it prints READY_TEXT; exits the test if it does not.
+start_serve() {
+  local what="$1" ready="$2"
+  shift 2
+  "$bin" serve "$@" >"$tmp/out" 2>"$tmp/err" &
+  serve_pid=$!
+  for _ in $(seq 1 360); do grep -q ready "$tmp/out" 2>/dev/null && break; sleep 0.5; done
+  if ! grep -q "$ready" "$tmp/out"; then
+    echo "FAIL: $what did not print $ready"; cat "$tmp/out" "$tmp/err"; exit 1
+  fi
+}
 port=$(free_port)
 full="full-key-$RANDOM$RANDOM"
 chat_only="chat-key-$RANDOM$RANDOM"
@@ -29,12 +44,8 @@ name = "chat-only"
 key = "$chat_only"
 scopes = ["chat"]
 TOML
-"$bin" serve --port "$port" --scheduler-port 0 --api-keys "$tmp/keys.toml" >"$tmp/out" 2>"$tmp/err" &
-serve_pid=$!
-for _ in $(seq 1 360); do grep -q ready "$tmp/out" 2>/dev/null && break; sleep 0.5; done
-if ! grep -q "ready: http://127.0.0.1:$port/v1" "$tmp/out"; then
-  echo "FAIL: serve did not print ready"; cat "$tmp/out" "$tmp/err"; exit 1
-fi
+start_serve serve "ready: http://127.0.0.1:$port/v1" --port "$port" --scheduler-port 0 \
+  --api-keys "$tmp/keys.toml" --tool-call-parser hermes
 echo "ok: serve prints ready"
 base="http://127.0.0.1:$port"
 auth=(-H "Authorization: Bearer $full")
@@ -58,6 +69,25 @@ echo "  turn 1: prompt + reply $p1 tokens; turn 2 cached_tokens $cached ($(echo 
 # whenever p1 is a multiple of 64; the --model DIR tokenizer, trained on docs/, made it so.)
 stored=$(((p1 - 1) / 64 * 64))
 check "turn 2 hits turn 1's prompt and reply, all but the last token (block-rounded)" [ "$cached" -ge "$stored" ]
+# cache_salt (vLLM's field): the same conversation under two salts shares nothing, and hits in
+# full within each.
+salted() {  # salted SALT MESSAGES_JSON -> the response
+  curl -s "${auth[@]}" -H 'Content-Type: application/json' "$base/v1/chat/completions" \
+    -d "$(jq -n --arg s "$1" --argjson m "$2" '{model: "tiny", messages: $m, max_tokens: 8, cache_salt: $s}')"
+}
+conv=$(jq -n --arg q "Salted conversation. $question" '[{role: "user", content: $q}]')
+s1=$(salted tenant-a "$conv")
+s1_total=$(echo "$s1" | jq '.usage.prompt_tokens + .usage.completion_tokens')
+conv2=$(jq -n --argjson c "$conv" --arg a "$(echo "$s1" | jq -r '.choices[0].message.content')" \
+  '$c + [{role: "assistant", content: $a}, {role: "user", content: "more"}]')
+other=$(salted tenant-b "$conv2" | jq '.usage.prompt_tokens_details.cached_tokens')
+same=$(salted tenant-a "$conv2" | jq '.usage.prompt_tokens_details.cached_tokens')
+unsalted=$(curl -s "${auth[@]}" -H 'Content-Type: application/json' "$base/v1/chat/completions" \
+  -d "$(jq -n --argjson m "$conv2" '{model: "tiny", messages: $m, max_tokens: 8}')" |
+  jq '.usage.prompt_tokens_details.cached_tokens')
+echo "  cache_salt: turn 1 under tenant-a $s1_total tokens; turn 2 cached: tenant-b $other, no salt $unsalted, tenant-a $same"
+check "cache_salt: another salt (or none) hits nothing of tenant-a's" [ "$other" -eq 0 -a "$unsalted" -eq 0 ]
+check "cache_salt: the same salt hits turn 1's prompt and reply (block-rounded)" [ "$same" -ge $(((s1_total - 1) / 64 * 64)) -a "$same" -gt 0 ]
 code=$(curl -s -o "$tmp/e401" -w '%{http_code}' "$base/v1/models")
 check "no key: 401 with an OpenAI error" [ "$code" = 401 -a "$(jq -r .error.type "$tmp/e401")" = authentication_error ]
 code=$(curl -s -o "$tmp/e403" -w '%{http_code}' -H "Authorization: Bearer $chat_only" "$base/v1/models")
@@ -90,12 +120,69 @@ if command -v node >/dev/null && [ -d "$npm_dir/node_modules/openai" ]; then
 else
   echo "skip: the OpenAI Node client is not installed ($npm_dir/node_modules/openai; scripts/install-deps.sh installs it)"
 fi
+# An agent's conversation with tools through the SDKs: v4, the current major (openai7, an npm
+# alias) and LangChain. $1: the base URL; the rest: the environment (NODE_EXTRA_CA_CERTS).
+agents() {
+  local base_url="$1" label="$2"
+  if ! command -v node >/dev/null; then echo "skip: node is not installed"; return; fi
+  cp "$src/openai_tools_test.mjs" "$src/langchain_tools_test.mjs" "$npm_dir/"
+  for m in openai openai7; do
+    if [ ! -d "$npm_dir/node_modules/$m" ]; then echo "skip: $npm_dir/node_modules/$m is not installed"; continue; fi
+    if (cd "$npm_dir" && node openai_tools_test.mjs "$m" "$base_url" "$full" "$m-$label") >"$tmp/agent" 2>&1; then
+      echo "ok: $label: $m ($(jq -r .version "$npm_dir/node_modules/$m/package.json")) agent conversation: $(tail -1 "$tmp/agent")"
+    else
+      echo "FAIL: $label: $m agent conversation:"; cat "$tmp/agent"; fail=1
+    fi
+  done
+  if [ -d "$npm_dir/node_modules/@langchain/openai" ]; then
+    if (cd "$npm_dir" && node langchain_tools_test.mjs "$base_url" "$full" "langchain-$label") >"$tmp/agent" 2>&1; then
+      echo "ok: $label: LangChain ChatOpenAI ($(jq -r .version "$npm_dir/node_modules/@langchain/openai/package.json")) agent conversation: $(tail -1 "$tmp/agent")"
+    else
+      echo "FAIL: $label: LangChain ChatOpenAI agent conversation:"; cat "$tmp/agent"; fail=1
+    fi
+  else
+    echo "skip: $npm_dir/node_modules/@langchain/openai is not installed"
+  fi
+}
+agents "$base/v1" http
 kill -INT "$serve_pid"
 wait "$serve_pid"
 rc=$?
 serve_pid=""
 check "SIGINT stops serve with exit 0" [ "$rc" -eq 0 ]
 if [ "$fail" -ne 0 ]; then echo "--- serve's stderr (last 40 lines):"; tail -40 "$tmp/err"; fi
+
+# HTTPS (--ssl-certfile / --ssl-keyfile) with a certificate made here, trusted by curl
+# (--cacert) and Node (NODE_EXTRA_CA_CERTS).
+if command -v openssl >/dev/null; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+    -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+    -keyout "$tmp/key.pem" -out "$tmp/cert.pem" >"$tmp/openssl.log" 2>&1 ||
+    { echo "FAIL: openssl req"; cat "$tmp/openssl.log"; exit 1; }
+  chmod 600 "$tmp/key.pem"
+  port=$(free_port)
+  start_serve "serve with TLS" "ready: https://127.0.0.1:$port/v1" --port "$port" \
+    --scheduler-port 0 --api-keys "$tmp/keys.toml" --tool-call-parser hermes \
+    --ssl-certfile "$tmp/cert.pem" --ssl-keyfile "$tmp/key.pem"
+  echo "ok: serve --ssl-certfile/--ssl-keyfile prints ready on https"
+  tbase="https://127.0.0.1:$port"
+  check "https: curl --cacert /v1/models gives tiny" [ "$(curl -s --cacert "$tmp/cert.pem" "${auth[@]}" "$tbase/v1/models" | jq -r '.data[].id')" = tiny ]
+  check "https: a client that does not trust the certificate is refused by its TLS" [ "$(curl -s -o /dev/null -w '%{http_code}' "$tbase/health")" = 000 ]
+  check "https: plain HTTP on the TLS port gets no answer" [ "$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 000 ]
+  streamed=$(curl -sN --cacert "$tmp/cert.pem" "${auth[@]}" -H 'Content-Type: application/json' "$tbase/v1/chat/completions" \
+    -d '{"model": "tiny", "messages": [{"role": "user", "content": "tls"}], "max_tokens": 8, "stream": true}' |
+    grep -v '^$' | tail -1)
+  check "https: a stream ends with data: [DONE]" [ "$streamed" = "data: [DONE]" ]
+  NODE_EXTRA_CA_CERTS="$tmp/cert.pem" agents "$tbase/v1" https
+  kill -INT "$serve_pid"
+  wait "$serve_pid"
+  rc=$?
+  serve_pid=""
+  check "https: SIGINT stops serve with exit 0" [ "$rc" -eq 0 ]
+  if [ "$fail" -ne 0 ]; then echo "--- serve's stderr (last 40 lines):"; tail -40 "$tmp/err"; fi
+else
+  echo "skip: openssl is not installed: HTTPS not checked"
+fi
 
 # `serve --model DIR`: a llama checkpoint (random bf16 weights) whose tokenizer.model spm_train
 # trains here on the project's own docs, served and curled as above.
@@ -111,12 +198,8 @@ if command -v spm_train >/dev/null; then
   # port) in the seconds spm_train took.
   port=$(free_port)
   base="http://127.0.0.1:$port"
-  "$bin" serve --model "$tmp/my-llama" --port "$port" --scheduler-port 0 >"$tmp/out" 2>"$tmp/err" &
-  serve_pid=$!
-  for _ in $(seq 1 360); do grep -q ready "$tmp/out" 2>/dev/null && break; sleep 0.5; done
-  if ! grep -q "ready: http://127.0.0.1:$port/v1 serving 'my-llama'" "$tmp/out"; then
-    echo "FAIL: serve --model DIR did not print ready"; cat "$tmp/out" "$tmp/err"; exit 1
-  fi
+  start_serve "serve --model DIR" "ready: http://127.0.0.1:$port/v1 serving 'my-llama'" \
+    --model "$tmp/my-llama" --port "$port" --scheduler-port 0
   echo "ok: serve --model DIR prints ready ($(grep -o 'sentencepiece[^)]*)' "$tmp/err" | head -1))"
   check "--model DIR: /v1/models lists the directory's name" [ "$(curl -s "$base/v1/models" | jq -r '.data[].id')" = my-llama ]
   body=$(jq -n --arg q "$question" '{model: "my-llama", messages: [{role: "user", content: $q}], max_tokens: 16, temperature: 0}')

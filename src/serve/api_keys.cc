@@ -1,8 +1,10 @@
 #include "serve/api_keys.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -84,9 +86,11 @@ Result<std::vector<ApiKeys::Entry>> ApiKeys::read(const std::string& path) {
     if (t == nullptr) return Status::invalid_argument(where + " is not a table: write [[keys]]");
     for (const auto& [k, v] : *t) {
       const std::string_view name = k.str();
-      if (name != "name" && name != "key_sha256" && name != "key" && name != "scopes") {
+      if (name != "name" && name != "key_sha256" && name != "key" && name != "scopes" &&
+          name != "cache_namespace") {
         return Status::invalid_argument(fmt::format(
-            "{}.{}: unknown key: use name, key_sha256 (or key) and scopes", where, name));
+            "{}.{}: unknown key: use name, key_sha256 (or key), scopes and cache_namespace", where,
+            name));
       }
     }
     Entry e;
@@ -109,6 +113,7 @@ Result<std::vector<ApiKeys::Entry>> ApiKeys::read(const std::string& path) {
             fmt::format("{} ({}).key: shorter than 8 characters", where, e.name));
       }
       e.sha256 = sha256(*plain);
+      e.plaintext = true;
     } else {
       if (hash->size() != 64 ||
           !std::all_of(hash->begin(), hash->end(), [](char c) { return hex_value(c) >= 0; })) {
@@ -120,6 +125,16 @@ Result<std::vector<ApiKeys::Entry>> ApiKeys::read(const std::string& path) {
         e.sha256[b] = static_cast<unsigned char>(hex_value((*hash)[2 * b]) * 16 +
                                                  hex_value((*hash)[2 * b + 1]));
       }
+    }
+    if (const toml::node* ns = (*t).get("cache_namespace"); ns != nullptr) {
+      auto v = ns->value<std::string>();
+      if (!v || v->empty() || v->size() > kMaxKeyNamespaceBytes) {
+        return Status::invalid_argument(fmt::format(
+            "{} ({}).cache_namespace: give a non-empty string of at most {} bytes (the tenant "
+            "whose cached prefixes this key may hit)",
+            where, e.name, kMaxKeyNamespaceBytes));
+      }
+      e.cache_namespace = *v;
     }
     const toml::array* scopes = (*t)["scopes"].as_array();
     if (scopes == nullptr) {
@@ -150,18 +165,49 @@ Result<std::vector<ApiKeys::Entry>> ApiKeys::read(const std::string& path) {
   return out;
 }
 
+std::vector<std::string> ApiKeys::warnings_for(const std::string& path,
+                                               const std::vector<Entry>& entries) {
+  std::vector<std::string> out;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    out.push_back(
+        fmt::format("--api-keys {} is {} by group or others (mode {:04o}): `chmod 600 {}`", path,
+                    (st.st_mode & 044) != 0 ? "readable" : "writable", st.st_mode & 07777, path));
+  }
+  std::vector<std::string> plain;
+  for (const Entry& e : entries) {
+    if (e.plaintext) plain.push_back(e.name);
+  }
+  if (!plain.empty()) {
+    out.push_back(fmt::format(
+        "--api-keys {}: {} {} a plaintext `key` ({}): store key_sha256 = \"$(printf %s KEY | "
+        "sha256sum | cut -d' ' -f1)\" instead, so that the file does not give the keys away",
+        path, plain.size(), plain.size() == 1 ? "entry holds" : "entries hold",
+        fmt::join(plain, ", ")));
+  }
+  return out;
+}
+
 Result<std::unique_ptr<ApiKeys>> ApiKeys::load(const std::string& path) {
   DP_ASSIGN_OR_RETURN(auto entries, read(path));
   std::unique_ptr<ApiKeys> keys(new ApiKeys(path));
+  keys->warnings_ = warnings_for(path, entries);
   keys->entries_ = std::make_shared<const std::vector<Entry>>(std::move(entries));
   return keys;
 }
 
 Status ApiKeys::reload() {
   DP_ASSIGN_OR_RETURN(auto entries, read(path_));
+  std::vector<std::string> warnings = warnings_for(path_, entries);
   std::lock_guard lock(mu_);
   entries_ = std::make_shared<const std::vector<Entry>>(std::move(entries));
+  warnings_ = std::move(warnings);
   return Status::ok();
+}
+
+std::vector<std::string> ApiKeys::warnings() const {
+  std::lock_guard lock(mu_);
+  return warnings_;
 }
 
 AuthResult ApiKeys::authorize(std::string_view header, Scope needed) const {
@@ -175,22 +221,22 @@ AuthResult ApiKeys::authorize(std::string_view header, Scope needed) const {
     return {401,
             "missing API key: send the header `Authorization: Bearer KEY` (keys are set with "
             "--api-keys)",
-            ""};
+            "", ""};
   }
   const auto digest = sha256(header.substr(kBearer.size()));
   const Entry* match = nullptr;
   for (const Entry& e : *entries) {  // every entry, so the time does not say which one matched
     if (CRYPTO_memcmp(e.sha256.data(), digest.data(), 32) == 0) match = &e;
   }
-  if (match == nullptr) return {401, "invalid API key", ""};
+  if (match == nullptr) return {401, "invalid API key", "", ""};
   if (std::find(match->scopes.begin(), match->scopes.end(), needed) == match->scopes.end()) {
     return {403,
             fmt::format("the API key '{}' lacks the scope '{}' this endpoint needs: add it to the "
                         "key's scopes in the --api-keys file",
                         match->name, scope_name(needed)),
-            match->name};
+            match->name, ""};
   }
-  return {200, "", match->name};
+  return {200, "", match->name, match->cache_namespace};
 }
 
 bool ApiKeys::any_has(Scope s) const {

@@ -5,6 +5,7 @@
 //   name = "ci"
 //   key_sha256 = "9f86d0..."          # hex SHA-256 of the key (or `key = "..."`, for tests)
 //   scopes = ["models", "chat", "completions", "metrics", "admin"]
+//   cache_namespace = "tenant-a"      # optional: this key's turns hit only this namespace's KV
 //
 // A request's key comes from `Authorization: Bearer KEY`. No key or an unknown one: 401; a key
 // without the endpoint's scope: 403 naming the scope. The key is hashed and compared against
@@ -29,6 +30,7 @@ struct AuthResult {
   int http_status = 200;  // 200, 401 or 403
   std::string message;    // for 401 / 403
   std::string key_name;   // the entry that matched (for logs: never the key)
+  std::string cache_namespace;  // the entry's (empty: the shared default)
 };
 
 class ApiKeys {
@@ -43,20 +45,31 @@ class ApiKeys {
   std::vector<std::string> names_lacking(Scope s) const;  // the keys without it (doctor's check)
   size_t size() const;
   const std::string& path() const { return path_; }
+  // What is unsafe about the file as last (re)loaded, one line each, for `serve` to print: it
+  // is readable or writable by group or others, or entries hold a plaintext `key`.
+  std::vector<std::string> warnings() const;
 
  private:
   struct Entry {
     std::string name;
     std::array<unsigned char, 32> sha256;
     std::vector<Scope> scopes;
+    std::string cache_namespace;
+    bool plaintext = false;  // given as `key`, not key_sha256
   };
   static Result<std::vector<Entry>> read(const std::string& path);
+  static std::vector<std::string> warnings_for(const std::string& path,
+                                               const std::vector<Entry>& entries);
   explicit ApiKeys(std::string path) : path_(std::move(path)) {}
 
   const std::string path_;
   mutable std::mutex mu_;
   std::shared_ptr<const std::vector<Entry>> entries_;  // guarded by mu_ (swapped on reload)
+  std::vector<std::string> warnings_;                  // guarded by mu_
 };
+
+// A key's cache_namespace is hashed into the turn's (http_api.h); this bounds the file's text.
+inline constexpr size_t kMaxKeyNamespaceBytes = 256;
 
 // Hex SHA-256 of `text` (lower case), as key_sha256 wants it.
 std::string sha256_hex(std::string_view text);

@@ -1,17 +1,19 @@
 #include "serve/http_api.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "common/log.h"
+#include "serve/chat_template.h"
 #include "serve/completion_request.h"
+#include "serve/reply_builder.h"
+#include "serve/tool_call_parser.h"
 
 namespace dualpath::serve {
 
@@ -28,130 +30,30 @@ double seconds_since(Clock::time_point t) {
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 
-// OpenAI's error object, with the status it goes with.
-void send_error(httplib::Response& res, int status, std::string_view type, const std::string& message,
-                const std::string& param = "", const std::string& code = "") {
-  Json e = {{"message", message},
-            {"type", type},
-            {"param", param.empty() ? Json(nullptr) : Json(param)},
-            {"code", code.empty() ? Json(nullptr) : Json(code)}};
-  res.status = status;
-  res.set_content(Json{{"error", e}}.dump(), "application/json");
+// Every JSON the API writes goes through here: strings that came from a client (a path, a
+// model name, reply text) may hold invalid UTF-8, and a throwing dump would end the process
+// (issue 32: `curl --path-as-is localhost:8000/%ff` did). Invalid bytes become U+FFFD.
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+HttpResponse json_response(int status, const Json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = dump(body);
+  return r;
 }
 
-// Holds back text that could be the start of a stop string, and cuts at the first one.
-class StopScanner {
- public:
-  explicit StopScanner(std::vector<std::string> stops) : stops_(std::move(stops)) {}
-  bool stopped() const { return stopped_; }
-
-  std::string push(std::string_view text) {
-    if (stopped_) return {};
-    held_ += text;
-    size_t cut = std::string::npos;
-    for (const std::string& s : stops_) cut = std::min(cut, held_.find(s));
-    if (cut != std::string::npos) {
-      stopped_ = true;
-      std::string out = held_.substr(0, cut);
-      held_.clear();
-      return out;
-    }
-    size_t keep = 0;
-    for (const std::string& s : stops_) {
-      for (size_t l = std::min(s.size() - 1, held_.size()); l > keep; --l) {
-        if (held_.compare(held_.size() - l, l, s, 0, l) == 0) {
-          keep = l;
-          break;
-        }
-      }
-    }
-    std::string out = held_.substr(0, held_.size() - keep);
-    held_.erase(0, held_.size() - keep);
-    return out;
-  }
-  std::string finish() {
-    std::string out = stopped_ ? std::string() : std::move(held_);
-    held_.clear();
-    return out;
-  }
-
- private:
-  std::vector<std::string> stops_;
-  std::string held_;
-  bool stopped_ = false;
-};
-
-// Turns output tokens into the reply: text deltas, the end of the reply (EOS or a stop string)
-// and the tokens that made it.
-class ReplyBuilder {
- public:
-  // `chat`: the reply is a chat message (TokenTextStream).
-  ReplyBuilder(const Tokenizer& tok, bool chat, std::vector<std::string> stops)
-      : tok_(tok), chat_(chat), text_(tok, chat), stop_(std::move(stops)) {}
-
-  // The text to send for these tokens (possibly empty).
-  std::string feed(std::span<const int32_t> tokens) {
-    std::string delta;
-    for (int32_t t : tokens) {
-      if (done_) break;
-      ++completion_tokens_;
-      if (t == tok_.eos()) {
-        done_ = true;
-        finish_reason_ = "stop";
-        delta += stop_.push(text_.finish());
-        delta += stop_.finish();
-        break;
-      }
-      accepted_.push_back(t);
-      delta += stop_.push(text_.push(std::span<const int32_t>(&t, 1)));
-      if (stop_.stopped()) {
-        done_ = true;
-        finish_reason_ = "stop";
-      }
-    }
-    reply_ += delta;
-    return delta;
-  }
-  // At the end of the output: what was held back.
-  std::string finish() {
-    if (done_) return {};
-    done_ = true;
-    std::string delta = stop_.push(text_.finish());
-    delta += stop_.finish();
-    reply_ += delta;
-    return delta;
-  }
-  bool done() const { return done_; }
-  const std::string& finish_reason() const { return finish_reason_; }
-  int64_t completion_tokens() const { return completion_tokens_; }
-  const std::string& reply() const { return reply_; }
-  // The generated tokens whose text is exactly the reply (for the memo): all of them unless a
-  // stop string cut the reply, else the longest prefix that decodes to it; nullopt if none does.
-  std::optional<std::vector<int32_t>> reply_tokens() const {
-    TokenTextStream s(tok_, chat_);
-    std::string acc;
-    std::optional<size_t> best;
-    if (reply_.empty()) best = 0;
-    for (size_t k = 0; k < accepted_.size() && acc.size() <= reply_.size(); ++k) {
-      acc += s.push(std::span<const int32_t>(&accepted_[k], 1));
-      TokenTextStream rest = s;  // what a finish here would add (a held, incomplete character)
-      if (acc.size() <= reply_.size() && acc + rest.finish() == reply_) best = k + 1;
-    }
-    if (!best) return std::nullopt;
-    return std::vector<int32_t>(accepted_.begin(), accepted_.begin() + static_cast<long>(*best));
-  }
-
- private:
-  const Tokenizer& tok_;
-  const bool chat_;
-  TokenTextStream text_;
-  StopScanner stop_;
-  std::vector<int32_t> accepted_;
-  std::string reply_;
-  std::string finish_reason_ = "length";
-  int64_t completion_tokens_ = 0;
-  bool done_ = false;
-};
+// OpenAI's error object, with the status it goes with.
+Json error_json(std::string_view type,
+                const std::string& message,
+                const std::string& param,
+                const std::string& code) {
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? Json(nullptr) : Json(param)},
+            {"code", code.empty() ? Json(nullptr) : Json(code)}}}};
+}
 
 Json usage_json(const TurnResult& r, int64_t completion_tokens) {
   return {{"prompt_tokens", r.prompt_tokens},
@@ -160,8 +62,15 @@ Json usage_json(const TurnResult& r, int64_t completion_tokens) {
           {"prompt_tokens_details", {{"cached_tokens", r.hit_tokens}}}};
 }
 
+// "none" when nothing was read (issue 37): the read path a turn with no hit was placed on says
+// nothing about reads.
+std::string read_path_label(const TurnResult& r) {
+  if (r.hit_tokens == 0) return "none";
+  return std::string(sched::read_path_name(r.path));
+}
+
 Json dualpath_json(const TurnResult& r) {
-  return {{"read_path", std::string(sched::read_path_name(r.path))},
+  return {{"read_path", read_path_label(r)},
           {"hit_tokens", r.hit_tokens},
           {"storage_read_bytes", r.bytes.storage_read},
           {"pe_read_bytes", r.pe_read_bytes},
@@ -185,7 +94,8 @@ std::pair<int, const char*> turn_error(const Status& s) {
   return {500, "internal_error"};
 }
 
-// Decrements the in-flight count when the request is over.
+// Decrements the in-flight count when the request is over (also when its work never ran: the
+// server dropped it while stopping).
 struct InFlight {
   explicit InFlight(std::atomic<int>& n) : n_(n) {}
   ~InFlight() { n_.fetch_sub(1, std::memory_order_relaxed); }
@@ -194,36 +104,110 @@ struct InFlight {
   std::atomic<int>& n_;
 };
 
-// A streaming request's shared state: the turn runs on `runner`, tokens arrive on a link's
-// reader thread, the pool thread writes them.
-struct Stream {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<int32_t> pending;                     // guarded by mu
-  bool finished = false;                            // guarded by mu
-  std::optional<Result<TurnResult>> result;         // guarded by mu
-  std::shared_ptr<TurnCancel> cancel;  // the turn's
-  std::thread runner;
-  std::unique_ptr<InFlight> in_flight;
-  Clock::time_point arrived;
-  std::unique_ptr<ReplyBuilder> reply;
-  std::vector<int32_t> prompt;  // the turn's (the memo's key)
-  bool counted = false;  // the request's outcome went to the metrics
+// Percent-decodes a request path. nullopt for a malformed escape.
+std::optional<std::string> percent_decode(std::string_view s) {
+  auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    const int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+std::string byte_hex(std::string_view s, size_t at) {
+  return fmt::format("0x{:02X}", static_cast<uint8_t>(s[at]));
+}
+
+// How a turn was given up, set by the exchange's abandon callback (on the connection's strand)
+// and read by the handler after run_turn returns.
+struct AbandonFlag {
+  std::atomic<int> why{-1};  // -1 or an Abandon; release on set, acquire on read
+  std::optional<Abandon> get() const {
+    const int v = why.load(std::memory_order_acquire);
+    return v < 0 ? std::nullopt : std::optional(static_cast<Abandon>(v));
+  }
 };
 
 }  // namespace
 
-HttpApi::HttpApi(ApiOptions options, SchedulerService& service)
-    : options_(std::move(options)), service_(service), tokenizer_(options_.tokenizer) {}
+// The routes, in one table: a path served with another method is 405, an unknown one 404.
+struct HttpApi::Route {
+  enum Kind { kHealth, kVersion, kMetrics, kModels, kChat, kCompletions };
+  std::string_view method;
+  std::string_view path;
+  Kind kind;
+  std::optional<Scope> scope;  // needed with keys
+};
+
+namespace {
+
+const HttpApi::Route kRoutes[] = {
+    {"GET", "/health", HttpApi::Route::kHealth, std::nullopt},
+    {"GET", "/version", HttpApi::Route::kVersion, std::nullopt},
+    {"GET", "/metrics", HttpApi::Route::kMetrics, Scope::kMetrics},
+    {"GET", "/v1/models", HttpApi::Route::kModels, Scope::kModels},
+    {"POST", "/v1/chat/completions", HttpApi::Route::kChat, Scope::kChat},
+    {"POST", "/v1/completions", HttpApi::Route::kCompletions, Scope::kCompletions},
+};
+
+}  // namespace
+
+std::string turn_cache_namespace(std::string_view key_namespace, std::string_view cache_salt) {
+  if (key_namespace.empty() && cache_salt.empty()) return {};
+  return sha256_hex(fmt::format("{}:{}{}:{}", key_namespace.size(), key_namespace,
+                                cache_salt.size(), cache_salt));
+}
+
+namespace {
+
+// The API on the scheduler service of `serve`.
+class SchedulerTurns final : public TurnService {
+ public:
+  explicit SchedulerTurns(SchedulerService& s) : s_(s) {}
+  Result<TurnResult> run_turn(TurnRequest request) override {
+    return s_.run_turn(std::move(request));
+  }
+  std::vector<NodeStatus> nodes() const override { return s_.nodes(); }
+  bool ready() const override { return s_.ready(); }
+  const ServeConfig& config() const override { return s_.config(); }
+
+ private:
+  SchedulerService& s_;
+};
+
+}  // namespace
+
+HttpApi::HttpApi(ApiOptions options, TurnService& service)
+    : options_(std::move(options)), service_(service), tokenizer_(options_.tokenizer) {
+  limits_ = options_.limits;
+  limits_.max_body_bytes = options_.max_body_bytes;
+  limits_.request_timeout = std::chrono::duration_cast<HttpDuration>(options_.request_timeout);
+  std::random_device rd;
+  id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
 
 Result<std::shared_ptr<const Tokenizer>> tokenizer_for(const engine::EngineConfig& engine) {
   const engine::BackendSpec spec = engine.backend_spec();
   DP_ASSIGN_OR_RETURN(const engine::ModelKvShape shape, engine::model_kv_shape(engine));
   if (!spec.is_checkpoint()) {
     if (shape.vocab < SpecialTokens::kCount) {
-      return Status::invalid_argument(fmt::format(
-          "model {} has a vocabulary of {}: the byte tokenizer needs {} ids", engine.model,
-          shape.vocab, SpecialTokens::kCount));
+      return Status::invalid_argument(
+          fmt::format("model {} has a vocabulary of {}: the byte tokenizer needs {} ids",
+                      engine.model, shape.vocab, SpecialTokens::kCount));
     }
     return std::shared_ptr<const Tokenizer>(std::shared_ptr<const Tokenizer>{}, &byte_tokenizer());
   }
@@ -238,6 +222,8 @@ Result<std::shared_ptr<const Tokenizer>> tokenizer_for(const engine::EngineConfi
   return tok;
 }
 
+namespace {
+
 // The id a checkpoint is served under by default: its directory's name.
 std::string default_model_name(const engine::EngineConfig& engine) {
   const engine::BackendSpec spec = engine.backend_spec();
@@ -247,7 +233,11 @@ std::string default_model_name(const engine::EngineConfig& engine) {
   return dir.filename().string();
 }
 
-Result<std::unique_ptr<HttpApi>> HttpApi::start(ApiOptions options, SchedulerService& service) {
+}  // namespace
+
+Result<std::unique_ptr<HttpApi>> HttpApi::make(ApiOptions options,
+                                               TurnService& service,
+                                               std::unique_ptr<TurnService> owned) {
   if (options.served_model_name.empty()) {
     options.served_model_name = default_model_name(service.config().engine);
   }
@@ -255,366 +245,485 @@ Result<std::unique_ptr<HttpApi>> HttpApi::start(ApiOptions options, SchedulerSer
     DP_ASSIGN_OR_RETURN(options.tokenizer, tokenizer_for(service.config().engine));
   }
   if (options.max_concurrent < 1) {
+    return Status::invalid_argument(
+        fmt::format("api.max_concurrent = {} must be at least 1", options.max_concurrent));
+  }
+  if (!options.tool_call_parser.empty() && options.tool_call_parser != "hermes") {
     return Status::invalid_argument(fmt::format(
-        "api.max_concurrent = {} must be at least 1", options.max_concurrent));
+        "--tool-call-parser {}: the parser this server has is hermes (<tool_call>{{json}}"
+        "</tool_call>)",
+        options.tool_call_parser));
+  }
+  if (options.request_timeout.count() < 0) {
+    return Status::invalid_argument("--request-timeout must be 0 (none) or more seconds");
   }
   std::unique_ptr<HttpApi> api(new HttpApi(std::move(options), service));
-  api->server_ = std::make_unique<httplib::Server>();
-  const size_t threads = static_cast<size_t>(api->options_.max_concurrent) + 8;
-  api->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  api->server_->set_payload_max_length(api->options_.max_body_bytes);
-  api->server_->set_read_timeout(std::chrono::seconds(30));
-  api->server_->set_write_timeout(std::chrono::seconds(30));
-  // Keep-alive: httplib closes a connection after 5 requests by default, and a client that has
-  // just sent its next request on it can read EOF instead of a response (hey -z 60 s -c 64: 1
-  // of 2,335). Clients such as the OpenAI SDKs and hey keep their connections for the whole run.
-  api->server_->set_keep_alive_max_count(100000);
-  api->routes();
-  const ApiOptions& o = api->options_;
-  if (o.port == 0) {
-    api->port_ = api->server_->bind_to_any_port(o.host);
-    if (api->port_ <= 0) return Status::unavailable(fmt::format("cannot bind {}:0", o.host));
-  } else {
-    if (!api->server_->bind_to_port(o.host, o.port)) {
-      return Status::unavailable(fmt::format(
-          "cannot bind the API to {}:{} (in use, or not an address of this host): pick another "
-          "--port or --host",
-          o.host, o.port));
-    }
-    api->port_ = o.port;
-  }
-  httplib::Server* server = api->server_.get();
-  std::atomic<bool>* done = &api->listen_done_;
-  api->listen_thread_ = std::thread([server, done] {
-    server->listen_after_bind();
-    done->store(true, std::memory_order_release);
-  });
-  // httplib's stop() does nothing until the listen loop has started: wait for it, so that a
-  // SIGINT right after `ready` cannot leave the destructor joining a loop nobody stops.
-  for (int i = 0; i < 5000 && !server->is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!server->is_running()) {
-    return Status::internal(fmt::format("the API on {}:{} did not start listening", o.host,
-                                        api->port_));
-  }
+  api->owned_service_ = std::move(owned);
   return api;
 }
 
-HttpApi::~HttpApi() {
-  if (listen_thread_.joinable()) {
-    // stop() is a no-op until the listen loop runs, so repeat it until the loop has ended.
-    while (!listen_done_.load(std::memory_order_acquire)) {
-      server_->stop();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    listen_thread_.join();
-  }
+Result<std::unique_ptr<HttpApi>> HttpApi::create(ApiOptions options, TurnService& service) {
+  return make(std::move(options), service, nullptr);
 }
+
+Result<std::unique_ptr<HttpApi>> HttpApi::start(ApiOptions options,
+                                                TurnService& service,
+                                                std::optional<ListeningSocket> socket) {
+  DP_ASSIGN_OR_RETURN(auto api, make(std::move(options), service, nullptr));
+  DP_RETURN_IF_ERROR(api->serve(std::move(socket)));
+  return api;
+}
+
+Result<std::unique_ptr<HttpApi>> HttpApi::start(ApiOptions options,
+                                                SchedulerService& service,
+                                                std::optional<ListeningSocket> socket) {
+  auto owned = std::make_unique<SchedulerTurns>(service);
+  TurnService& turns = *owned;
+  DP_ASSIGN_OR_RETURN(auto api, make(std::move(options), turns, std::move(owned)));
+  DP_RETURN_IF_ERROR(api->serve(std::move(socket)));
+  return api;
+}
+
+Status HttpApi::serve(std::optional<ListeningSocket> socket) {
+  HttpServerOptions so;
+  so.host = options_.host;
+  so.port = options_.port;
+  so.limits = limits_;
+  so.max_connections = options_.max_connections;
+  // A turn blocks its pool thread from its body to its answer, and at most max_concurrent run:
+  // one thread each, so admitted work never waits for a thread.
+  so.handler_threads = options_.max_concurrent;
+  so.ssl_certfile = options_.ssl_certfile;
+  so.ssl_keyfile = options_.ssl_keyfile;
+  DP_ASSIGN_OR_RETURN(server_, HttpServer::start(std::move(so), *this, std::move(socket)));
+  return Status::ok();
+}
+
+HttpApi::~HttpApi() { server_.reset(); }
 
 Status HttpApi::reload_keys() {
   if (!options_.keys) return Status::ok();
   return options_.keys->reload();
 }
 
-bool HttpApi::authorized(const httplib::Request& req, httplib::Response& res, Scope scope) {
-  if (!options_.keys) return true;
-  AuthResult a = options_.keys->authorize(req.get_header_value("Authorization"), scope);
-  if (a.http_status == 200) return true;
+HttpResponse HttpApi::error(int status,
+                            std::string_view type,
+                            const std::string& message,
+                            const std::string& param,
+                            const std::string& code) {
+  metrics_.count_request(std::to_string(status));
+  return json_response(status, error_json(type, message, param, code));
+}
+
+HttpResponse HttpApi::protocol_error(int status, const std::string& message) {
+  std::string_view type = "invalid_request_error";
+  std::string code;
+  if (status >= 500) type = status == 503 ? "service_unavailable" : "internal_error";
+  if (status == 408) code = "request_timeout";
+  if (status == 431) code = "request_header_fields_too_large";
+  HttpResponse r = error(status, type, message, "", code);
+  r.close = true;
+  return r;
+}
+
+std::variant<const HttpApi::Route*, HttpResponse> HttpApi::route(const HttpRequest& head) {
+  const std::string_view target = head.target;
+  const std::string_view raw_path = target.substr(0, target.find('?'));
+  auto path = percent_decode(raw_path);
+  if (!path) {
+    return error(400, "invalid_request_error",
+                 "the request path has a malformed percent-escape (% must be followed by two hex "
+                 "digits)",
+                 "path");
+  }
+  if (auto at = invalid_utf8_at(*path)) {
+    return error(400, "invalid_request_error",
+                 fmt::format("the request path is not valid UTF-8 once percent-decoded (byte {} "
+                             "at offset {})",
+                             byte_hex(*path, *at), *at),
+                 "path");
+  }
+  for (const HttpHeader& h : head.headers) {
+    if (auto at = invalid_utf8_at(h.value)) {
+      return error(400, "invalid_request_error",
+                   fmt::format("the header '{}' is not valid UTF-8 (byte {} at offset {})", h.name,
+                               byte_hex(h.value, *at), *at),
+                   "header:" + h.name);
+    }
+  }
+  std::string allow;
+  // HEAD is GET without the body (the transport drops it).
+  const std::string_view method = head.method == "HEAD" ? "GET" : std::string_view(head.method);
+  for (const Route& r : kRoutes) {
+    if (r.path != *path) continue;
+    if (r.method == method) return &r;
+    allow += allow.empty() ? std::string(r.method) : ", " + std::string(r.method);
+  }
+  if (!allow.empty()) {
+    HttpResponse e = error(405, "invalid_request_error",
+                           fmt::format("{} {} is not served: use {}", head.method, *path, allow),
+                           "", "method_not_allowed");
+    e.headers.push_back({"Allow", allow});
+    return e;
+  }
+  return error(404, "invalid_request_error",
+               fmt::format("no route {} {}: see GET /v1/models, POST /v1/chat/completions, POST "
+                           "/v1/completions, GET /health, GET /metrics",
+                           head.method, *path),
+               "", "not_found");
+}
+
+std::optional<HttpResponse> HttpApi::authorize(const HttpRequest& req,
+                                               const Route& r,
+                                               std::string* key_namespace) {
+  if (!options_.keys || !r.scope) return std::nullopt;
+  const AuthResult a =
+      options_.keys->authorize(req.header("Authorization").value_or(std::string_view()), *r.scope);
+  if (a.http_status == 200) {
+    if (key_namespace != nullptr) *key_namespace = a.cache_namespace;
+    return std::nullopt;
+  }
   if (a.http_status == 401) {
-    send_error(res, 401, "authentication_error", a.message, "", "invalid_api_key");
-  } else {
-    send_error(res, 403, "permission_error", a.message, "", "insufficient_scope");
+    return error(401, "authentication_error", a.message, "", "invalid_api_key");
   }
-  metrics_.count_request(std::to_string(a.http_status));
-  return false;
+  return error(403, "permission_error", a.message, "", "insufficient_scope");
 }
 
-void HttpApi::routes() {
-  httplib::Server& s = *server_;
-  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;  // a handler's own error
-    if (res.status == 413) {
-      send_error(res, 413, "invalid_request_error",
-                 fmt::format("the request body is larger than {} bytes", options_.max_body_bytes));
-    } else if (res.status == 404) {
-      send_error(res, 404, "invalid_request_error",
-                 fmt::format("no route {} {}: see GET /v1/models, POST /v1/chat/completions, "
-                             "POST /v1/completions, GET /health, GET /metrics",
-                             req.method, req.path),
-                 "", "not_found");
-    } else {
-      send_error(res, res.status, "invalid_request_error", fmt::format("HTTP {}", res.status));
+std::optional<HttpResponse> HttpApi::check_head(const HttpRequest& head) {
+  auto routed = route(head);
+  if (auto* refused = std::get_if<HttpResponse>(&routed)) return std::move(*refused);
+  const Route& r = *std::get<const Route*>(routed);
+  if (auto refused = authorize(head, r, nullptr)) return refused;
+  // A declared body over the limit is refused before a byte of it is read (a chunked one is
+  // stopped by the transport at the limit).
+  if (auto len = head.header("Content-Length")) {
+    uint64_t n = 0;
+    bool digits = !len->empty() && len->size() <= 19;
+    for (char c : *len) {
+      digits = digits && c >= '0' && c <= '9';
+      if (digits) n = n * 10 + static_cast<uint64_t>(c - '0');
     }
-    metrics_.count_request(std::to_string(res.status));
-  });
-  s.set_exception_handler(
-      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        DP_LOG_WARN("api: internal error: {}", what);
-        send_error(res, 500, "internal_error", "internal error (a bug in dualpath): " + what);
-        metrics_.count_request("500");
-      });
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const auto nodes = service_.nodes();
-    const auto& e = service_.config().engine;
-    std::vector<std::string> down;
-    for (int role = 0; role < 2; ++role) {
-      const auto r = role == 0 ? engine::NodeRole::kPrefill : engine::NodeRole::kDecode;
-      const int want = role == 0 ? e.prefill_nodes : e.decode_nodes;
-      for (int i = 0; i < want; ++i) {
-        bool up = false;
-        for (const NodeStatus& n : nodes) up = up || (n.id.role == r && n.id.index == i && n.alive);
-        if (!up) down.push_back(node_label(engine::NodeId{r, i}));
-      }
+    if (digits && n > options_.max_body_bytes) {
+      return error(
+          413, "invalid_request_error",
+          fmt::format("the request body is larger than {} bytes", options_.max_body_bytes));
     }
-    if (down.empty() && service_.ready()) {
-      res.set_content(Json{{"status", "ok"}}.dump(), "application/json");
-      return;
-    }
-    std::string reason = "not ready";
-    if (!down.empty()) reason = fmt::format("nodes down: {}", fmt::join(down, ", "));
-    res.status = 503;
-    res.set_content(Json{{"status", "unavailable"}, {"reason", reason}}.dump(),
-                    "application/json");
-  });
-  s.Get("/version", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(Json{{"version", kVersion}}.dump(), "application/json");
-  });
-  s.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res, Scope::kMetrics)) return;
-    res.set_content(metrics_.scrape(service_.nodes()), "text/plain; version=0.0.4");
-  });
-  s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res, Scope::kModels)) return;
-    Json model = {{"id", options_.served_model_name},
-                  {"object", "model"},
-                  {"created", unix_now()},
-                  {"owned_by", "dualpath"},
-                  {"max_model_len", options_.max_model_len}};
-    res.set_content(Json{{"object", "list"}, {"data", Json::array({model})}}.dump(),
-                    "application/json");
-    metrics_.count_request("200");
-  });
-  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    completion(req, res, true);
-  });
-  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    completion(req, res, false);
-  });
+  }
+  return std::nullopt;
 }
 
-void HttpApi::completion(const httplib::Request& req, httplib::Response& res, bool chat) {
-  const Clock::time_point arrived = Clock::now();
-  if (!authorized(req, res, chat ? Scope::kChat : Scope::kCompletions)) return;
-  auto bad = [&](int status, const std::string& type, const std::string& message,
-                 const std::string& param = "", const std::string& code = "") {
-    send_error(res, status, type, message, param, code);
-    metrics_.count_request(std::to_string(status));
-  };
-  auto parsed = parse_completion_request(
-      req.body, chat, {options_.served_model_name, options_.max_model_len, options_.default_max_tokens},
-      *tokenizer_, &memo_);
-  if (auto* e = std::get_if<ApiError>(&parsed)) {
-    return bad(e->status, e->type, e->message, e->param, e->code);
+HttpResponse HttpApi::health() {
+  const auto nodes = service_.nodes();
+  const auto& e = service_.config().engine;
+  std::vector<std::string> down;
+  for (int role = 0; role < 2; ++role) {
+    const auto r = role == 0 ? engine::NodeRole::kPrefill : engine::NodeRole::kDecode;
+    const int want = role == 0 ? e.prefill_nodes : e.decode_nodes;
+    for (int i = 0; i < want; ++i) {
+      bool up = false;
+      for (const NodeStatus& n : nodes) up = up || (n.id.role == r && n.id.index == i && n.alive);
+      if (!up) down.push_back(node_label(engine::NodeId{r, i}));
+    }
   }
-  CompletionParams p = std::move(std::get<CompletionParams>(parsed));
+  if (down.empty() && service_.ready()) return json_response(200, Json{{"status", "ok"}});
+  std::string reason = "not ready";
+  if (!down.empty()) reason = fmt::format("nodes down: {}", fmt::join(down, ", "));
+  return json_response(503, Json{{"status", "unavailable"}, {"reason", reason}});
+}
+
+HttpResponse HttpApi::models() {
+  Json model = {{"id", options_.served_model_name},
+                {"object", "model"},
+                {"created", unix_now()},
+                {"owned_by", "dualpath"},
+                {"max_model_len", options_.max_model_len}};
+  metrics_.count_request("200");
+  return json_response(200, Json{{"object", "list"}, {"data", Json::array({model})}});
+}
+
+void HttpApi::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange) {
+  auto routed = route(request);
+  if (auto* refused = std::get_if<HttpResponse>(&routed)) return exchange->respond(*refused);
+  const Route& r = *std::get<const Route*>(routed);
+  // Again: the keys may have been reloaded while the body came, and the key's namespace is
+  // needed now.
+  std::string key_namespace;
+  if (auto refused = authorize(request, r, &key_namespace)) return exchange->respond(*refused);
+  switch (r.kind) {
+    case Route::kHealth:
+      return exchange->respond(health());
+    case Route::kVersion:
+      return exchange->respond(json_response(200, Json{{"version", kVersion}}));
+    case Route::kMetrics: {
+      HttpResponse m;
+      m.content_type = "text/plain; version=0.0.4";
+      m.body = metrics_.scrape(service_.nodes());
+      return exchange->respond(std::move(m));
+    }
+    case Route::kModels:
+      return exchange->respond(models());
+    case Route::kChat:
+    case Route::kCompletions:
+      break;
+  }
   if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= options_.max_concurrent) {
     in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    res.set_header("Retry-After", "1");
-    return bad(429, "rate_limit_error",
-               fmt::format("{} requests are in flight, the server's limit (api.max_concurrent): "
-                           "retry shortly",
-                           options_.max_concurrent));
+    HttpResponse e = error(429, "rate_limit_error",
+                           fmt::format("{} requests are in flight, the server's limit "
+                                       "(--max-concurrent): retry shortly",
+                                       options_.max_concurrent));
+    e.headers.push_back({"Retry-After", "1"});
+    return exchange->respond(std::move(e));
   }
-  auto in_flight = std::make_unique<InFlight>(in_flight_);
+  auto slot = std::make_shared<InFlight>(in_flight_);
+  const bool chat = r.kind == Route::kChat;
+  auto req = std::make_shared<HttpRequest>(std::move(request));
+  HttpExchange& ex = *exchange;
+  ex.run_blocking([this, slot, req, exchange, chat, ns = std::move(key_namespace)] {
+    completion(*req, *exchange, chat, ns);
+  });
+}
+
+std::string HttpApi::next_tool_call_id() {
+  const uint64_t n = next_id_.fetch_add(1, std::memory_order_relaxed);
+  return fmt::format("call_{:016x}{:08x}", id_salt_, n);
+}
+
+// One request's answer as its tokens come: the reply's text, its tool calls (with the parser),
+// and the chunks of a stream. Guarded by its own mutex: tokens arrive on a node link's reader
+// thread, the end on the handler pool.
+struct HttpApi::Completion {
+  Completion(HttpApi& api, const CompletionParams& p, bool chat_request, bool parse_tools)
+      : reply(*api.tokenizer_, chat_request, p.stop), chat(chat_request) {
+    if (parse_tools) tools.emplace();
+  }
+  std::mutex mu;
+  ReplyBuilder reply;                         // guarded by mu
+  std::optional<HermesToolCallParser> tools;  // guarded by mu
+  const bool chat;
+  std::string content;          // guarded by mu: the reply's content (tool calls apart)
+  std::vector<ToolCall> calls;  // guarded by mu
+  // A stream's: where its chunks go while the turn runs (null before and after, so that a late
+  // token event writes nothing), and whether the first token's chunk went.
+  HttpExchange* stream = nullptr;  // guarded by mu
+  bool first = true;               // guarded by mu
+  std::function<std::string(const Json& delta_or_text, const Json& finish)> chunk;
+
+  // Text from the reply builder into content and calls; a stream's chunks for them.
+  void take(HttpApi& api, const std::string& text, bool at_end) {
+    HermesToolCallParser::Piece piece;
+    if (tools) {
+      piece = tools->push(text);
+      if (at_end) {
+        auto rest = tools->finish();
+        piece.content += rest.content;
+        for (auto& c : rest.calls) piece.calls.push_back(std::move(c));
+      }
+    } else {
+      piece.content = text;
+    }
+    content += piece.content;
+    const size_t first_new = calls.size();
+    for (auto& c : piece.calls) calls.push_back({api.next_tool_call_id(), c.name, c.arguments});
+    if (!stream) return;
+    if (!piece.content.empty() || (first && piece.calls.empty())) {
+      Json delta = chat ? Json{{"content", piece.content}} : Json(piece.content);
+      (void)stream->write(chunk(delta, nullptr));
+    }
+    first = false;
+    for (size_t k = first_new; k < calls.size(); ++k) {
+      // As OpenAI streams a call: its id, type and name with empty arguments, then the
+      // arguments.
+      const Json head = {{"index", k},
+                         {"id", calls[k].id},
+                         {"type", "function"},
+                         {"function", {{"name", calls[k].name}, {"arguments", ""}}}};
+      (void)stream->write(chunk(Json{{"tool_calls", Json::array({head})}}, nullptr));
+      const Json args = {{"index", k}, {"function", {{"arguments", calls[k].arguments}}}};
+      (void)stream->write(chunk(Json{{"tool_calls", Json::array({args})}}, nullptr));
+    }
+  }
+};
+
+void HttpApi::completion(const HttpRequest& req,
+                         HttpExchange& ex,
+                         bool chat,
+                         const std::string& key_namespace) {
+  const Clock::time_point arrived = Clock::now();
+  std::string ns;  // the turn's cache namespace, once the body's cache_salt is known
+  std::optional<ScopedReplyMemo> scoped;
+  auto parsed = parse_completion_request(
+      req.body, chat,
+      {options_.served_model_name, options_.max_model_len, options_.default_max_tokens},
+      *tokenizer_, [&](const std::string& salt) -> ReplyLookup* {
+        ns = turn_cache_namespace(key_namespace, salt);
+        scoped.emplace(memo_, ns);
+        return &*scoped;
+      });
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    return ex.respond(error(e->status, e->type, e->message, e->param, e->code));
+  }
+  CompletionParams p = std::move(std::get<CompletionParams>(parsed));
+  ns = turn_cache_namespace(key_namespace, p.cache_salt);  // (a completion has no memo lookup)
   const std::string id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl",
                                      next_id_.fetch_add(1, std::memory_order_relaxed));
   const int64_t created = unix_now();
   const std::string object = chat ? "chat.completion" : "text_completion";
+  const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+  const std::string model = options_.served_model_name;
+  const bool parse_tools = chat && !options_.tool_call_parser.empty() && p.tools > 0 &&
+                           p.tool_choice == ToolChoice::kAuto;
 
   TurnRequest turn;
   turn.tokens = p.prompt;
   turn.gen_tokens = p.max_tokens;
   turn.sampling = p.sampling;
+  turn.cache_namespace = ns;
   // Without a seed, every sampled request draws its own (as OpenAI's API does).
   if (!p.sampling.greedy() && !p.seeded) turn.sampling.seed = std::random_device{}();
   turn.cancel = std::make_shared<TurnCancel>();
+  // A client that hangs up, a deadline, a shutdown: the turn is cancelled on both nodes. On the
+  // connection's strand: TurnCancel::cancel writes one message to each node's socket (NodeLink::
+  // send, bounded by its timeout) and waits for no reply.
+  auto abandoned = std::make_shared<AbandonFlag>();
+  ex.on_abandon([abandoned, cancel = turn.cancel](Abandon why) {
+    abandoned->why.store(static_cast<int>(why), std::memory_order_release);
+    cancel->cancel();
+  });
 
-  if (!p.stream) {
-    // Watches the tokens as they come, to end the decode once the reply is over (an end token,
-    // a stop string) instead of running it to max_tokens.
-    struct Watch {
-      Watch(const Tokenizer& tok, bool chat, std::vector<std::string> stops)
-          : reply(tok, chat, std::move(stops)) {}
-      std::mutex mu;
-      ReplyBuilder reply;  // guarded by mu
-    };
-    auto watch = std::make_shared<Watch>(*tokenizer_, chat, p.stop);
-    turn.on_tokens = [watch, cancel = turn.cancel](std::span<const int32_t> tokens) {
-      std::lock_guard lock(watch->mu);
-      if (watch->reply.done()) return;
-      (void)watch->reply.feed(tokens);
-      if (watch->reply.done()) cancel->stop();
-    };
-    auto r = service_.run_turn(std::move(turn));
-    if (!r.is_ok()) {
-      auto [status, type] = turn_error(r.status());
-      return bad(status, type, r.status().message());
-    }
-    // Every output token has reached on_tokens, in order, by the time run_turn returns.
-    std::lock_guard lock(watch->mu);
-    ReplyBuilder& reply = watch->reply;
-    reply.finish();
+  auto c = std::make_shared<Completion>(*this, p, chat, parse_tools);
+  c->chunk = [id, created, model, chunk_object, chat](const Json& delta,
+                                                      const Json& finish) -> std::string {
+    Json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
     if (chat) {
-      if (auto t = reply.reply_tokens()) memo_.remember(p.prompt, reply.reply(), std::move(*t));
-    }
-    Json choice = {{"index", 0}, {"finish_reason", reply.finish_reason()}, {"logprobs", nullptr}};
-    if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", reply.reply()}};
+      choice["delta"] = delta;
     } else {
-      choice["text"] = reply.reply();
+      choice["text"] = delta;
+    }
+    Json out = {{"id", id},
+                {"object", chunk_object},
+                {"created", created},
+                {"model", model},
+                {"choices", Json::array({choice})}};
+    return "data: " + dump(out) + "\n\n";
+  };
+  if (p.stream) {
+    ex.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    if (chat) (void)ex.write(c->chunk(Json{{"role", "assistant"}, {"content", ""}}, nullptr));
+    std::lock_guard lock(c->mu);
+    c->stream = &ex;
+  }
+  // Watches the tokens as they come, to end the decode once the reply is over (an end token, a
+  // stop string) instead of running it to max_tokens; a stream sends them on.
+  turn.on_tokens = [this, c, cancel = turn.cancel](std::span<const int32_t> tokens) {
+    try {
+      std::lock_guard lock(c->mu);
+      if (c->reply.done()) return;
+      const std::string delta = c->reply.feed(tokens);
+      if (c->reply.done()) cancel->stop();
+      c->take(*this, delta, /*at_end=*/false);
+    } catch (const std::exception& e) {  // the catch boundary of the node link's thread here
+      DP_LOG_ERROR("api: a token callback threw (a bug in dualpath): {}", e.what());
+      cancel->cancel();
+    }
+  };
+  auto r = service_.run_turn(std::move(turn));
+  // Every output token has reached on_tokens, in order, by the time run_turn returns.
+  std::lock_guard lock(c->mu);
+  c->stream = nullptr;
+  const std::optional<Abandon> why = abandoned->get();
+  if (!r.is_ok()) {
+    int status = 0;
+    std::string type, message = r.status().message(), code;
+    if (why == Abandon::kDeadline) {
+      status = 504;
+      type = "timeout_error";
+      code = "request_timeout";
+      message = fmt::format(
+          "the request did not finish within --request-timeout {} s; its "
+          "turn was cancelled",
+          options_.request_timeout.count());
+    } else if (why == Abandon::kClientGone || why == Abandon::kShutdown) {
+      metrics_.count_request("cancelled");
+      return;  // nobody to answer
+    } else {
+      auto [s, t] = turn_error(r.status());
+      status = s;
+      type = t;
+    }
+    if (!p.stream) return ex.respond(error(status, type, message, "", code));
+    metrics_.count_request(std::to_string(status));
+    Json e = error_json(type, message, "", code);
+    e["error"]["code"] = status;  // a stream's error event has the status as its code
+    (void)ex.write("data: " + dump(e) + "\n\n");
+    (void)ex.write("data: [DONE]\n\n");
+    return ex.end();
+  }
+  if (p.stream) c->stream = &ex;
+  c->take(*this, c->reply.finish(), /*at_end=*/true);
+  c->stream = nullptr;
+  const bool called = !c->calls.empty();
+  const bool cut = called && !p.parallel_tool_calls && c->calls.size() > 1;
+  if (cut) c->calls.resize(1);
+  const std::string finish_reason = called ? "tool_calls" : c->reply.finish_reason();
+  // The memo keys the generated tokens by the text the client will send back: the content and
+  // the calls as the template renders them. A reply cut to its first call is not what was
+  // generated, so it is not remembered.
+  if (chat && !cut) {
+    if (auto t = c->reply.reply_tokens()) {
+      // (Without calls the content is the reply's text, unless a block that was not a call
+      // dropped the space before it: the client sends the content back.)
+      const std::string text = render_assistant(c->content, c->calls);
+      memo_.remember(p.prompt, text, std::move(*t), ns);
+    }
+  }
+  if (ex.client_gone()) {
+    metrics_.count_request("cancelled");
+    return;
+  }
+  if (!p.stream) {
+    Json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
+    if (chat) {
+      Json message = {{"role", "assistant"},
+                      {"content", called && c->content.empty() ? Json(nullptr) : Json(c->content)}};
+      if (called) {
+        Json calls = Json::array();
+        for (const ToolCall& tc : c->calls) {
+          calls.push_back({{"id", tc.id},
+                           {"type", "function"},
+                           {"function", {{"name", tc.name}, {"arguments", tc.arguments}}}});
+        }
+        message["tool_calls"] = calls;
+      }
+      choice["message"] = message;
+    } else {
+      choice["text"] = c->content;
     }
     Json out = {{"id", id},
                 {"object", object},
                 {"created", created},
-                {"model", options_.served_model_name},
+                {"model", model},
                 {"choices", Json::array({choice})},
-                {"usage", usage_json(*r, reply.completion_tokens())},
+                {"usage", usage_json(*r, c->reply.completion_tokens())},
                 {"dualpath", dualpath_json(*r)}};
-    res.set_content(out.dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
-    metrics_.observe_turn(*r, reply.completion_tokens(), seconds_since(arrived));
-    metrics_.count_request("200");
-    return;
-  }
-
-  auto st = std::make_shared<Stream>();
-  st->arrived = arrived;
-  st->in_flight = std::move(in_flight);
-  st->reply = std::make_unique<ReplyBuilder>(*tokenizer_, chat, p.stop);
-  st->prompt = p.prompt;
-  st->cancel = turn.cancel;
-  turn.on_tokens = [st](std::span<const int32_t> tokens) {
-    std::lock_guard lock(st->mu);
-    st->pending.insert(st->pending.end(), tokens.begin(), tokens.end());
-    st->cv.notify_all();
-  };
-  st->runner = std::thread([this, st, turn = std::move(turn)]() mutable {
-    auto r = service_.run_turn(std::move(turn));
-    std::lock_guard lock(st->mu);
-    st->result = std::move(r);
-    st->finished = true;
-    st->cv.notify_all();
-  });
-  const std::string model = options_.served_model_name;
-  auto chunk = [id, created, model, object, chat](const std::string& text,
-                                                  const Json& finish_reason, bool role) {
-    Json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
-    if (chat) {
-      Json delta = Json::object();
-      if (role) delta["role"] = "assistant";
-      if (!text.empty() || !role) delta["content"] = text;
-      if (!finish_reason.is_null() && text.empty()) delta = Json::object();
-      choice["delta"] = delta;
-    } else {
-      choice["text"] = text;
+    ex.respond(json_response(200, out));
+  } else {
+    (void)ex.write(c->chunk(chat ? Json::object() : Json(""), finish_reason));
+    if (p.include_usage) {
+      Json u = {{"id", id},
+                {"object", chunk_object},
+                {"created", created},
+                {"model", model},
+                {"choices", Json::array()},
+                {"usage", usage_json(*r, c->reply.completion_tokens())},
+                {"dualpath", dualpath_json(*r)}};
+      (void)ex.write("data: " + dump(u) + "\n\n");
     }
-    Json c = {{"id", id},
-              {"object", chat ? "chat.completion.chunk" : "text_completion"},
-              {"created", created},
-              {"model", model},
-              {"choices", Json::array({choice})}};
-    return "data: " + c.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
-  };
-  const bool include_usage = p.include_usage;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, st, chunk, include_usage, chat, id, created, model](size_t,
-                                                                 httplib::DataSink& sink) {
-        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
-        if (chat && !write(chunk("", nullptr, true))) return false;
-        // The first tokens always send a chunk, even with no text yet (a character still
-        // incomplete, a token that is not text): clients time the first token by it.
-        bool first = true;
-        while (true) {
-          std::vector<int32_t> tokens;
-          bool finished = false;
-          {
-            std::unique_lock lock(st->mu);
-            st->cv.wait_for(lock, std::chrono::seconds(1),
-                            [&] { return !st->pending.empty() || st->finished; });
-            tokens.swap(st->pending);
-            finished = st->finished && tokens.empty();
-          }
-          if (!tokens.empty()) {
-            const bool was_done = st->reply->done();
-            const std::string delta = st->reply->feed(tokens);
-            if (!was_done && st->reply->done()) st->cancel->stop();  // the reply is over
-            if ((!delta.empty() || first) && !write(chunk(delta, nullptr, false))) return false;
-            first = false;
-            continue;
-          }
-          if (finished) break;
-          if (!sink.is_writable()) return false;  // the client went away between tokens
-        }
-        std::optional<Result<TurnResult>> result;
-        {
-          std::lock_guard lock(st->mu);
-          result = std::move(st->result);
-        }
-        if (!result->is_ok()) {
-          auto [status, type] = turn_error(result->status());
-          const Json e = {{"error",
-                           {{"message", result->status().message()},
-                            {"type", type},
-                            {"param", nullptr},
-                            {"code", status}}}};
-          (void)write("data: " + e.dump() + "\n\n");
-          (void)write("data: [DONE]\n\n");
-          metrics_.count_request(std::to_string(status));
-          st->counted = true;
-          sink.done();
-          return true;
-        }
-        const std::string tail = st->reply->finish();
-        if (!tail.empty() && !write(chunk(tail, nullptr, false))) return false;
-        if (!write(chunk("", st->reply->finish_reason(), false))) return false;
-        const TurnResult& r = **result;
-        if (include_usage) {
-          Json u = {{"id", id},
-                    {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                    {"created", created},
-                    {"model", model},
-                    {"choices", Json::array()},
-                    {"usage", usage_json(r, st->reply->completion_tokens())},
-                    {"dualpath", dualpath_json(r)}};
-          if (!write("data: " + u.dump() + "\n\n")) return false;
-        }
-        if (!write("data: [DONE]\n\n")) return false;
-        if (chat) {
-          if (auto t = st->reply->reply_tokens()) {
-            memo_.remember(st->prompt, st->reply->reply(), std::move(*t));
-          }
-        }
-        metrics_.observe_turn(r, st->reply->completion_tokens(), seconds_since(st->arrived));
-        metrics_.count_request("200");
-        st->counted = true;
-        sink.done();
-        return true;
-      },
-      [this, st](bool success) {
-        if (!success) st->cancel->cancel();  // the client went away: stop the turn on its nodes
-        if (st->runner.joinable()) st->runner.join();
-        if (!st->counted) metrics_.count_request("cancelled");
-        st->in_flight.reset();
-      });
+    (void)ex.write("data: [DONE]\n\n");
+    ex.end();
+  }
+  metrics_.observe_turn(*r, c->reply.completion_tokens(), seconds_since(arrived));
+  metrics_.count_request("200");
 }
 
 }  // namespace dualpath::serve

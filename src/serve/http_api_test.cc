@@ -5,9 +5,14 @@
 
 #include "serve/http_api.h"
 
+#include <arpa/inet.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -447,6 +452,187 @@ TEST_F(HttpApiTest, AClientThatHangsUpMidStreamHasItsTurnCancelled) {
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_NE(text.find("dualpath:requests_total{status=\"cancelled\"} 1"), std::string::npos);
+}
+
+// Whether every node reports no request, no DRAM buffer and no HBM in use.
+bool nodes_idle(Cluster& c) {
+  for (const NodeStatus& n : c.service().nodes()) {
+    uint64_t hbm = 0;
+    for (uint64_t h : n.report.hbm_used_bytes) hbm += h;
+    if (n.report.requests != 0 || n.report.dram_used_bytes != 0 || hbm != 0) return false;
+  }
+  return true;
+}
+
+// Waits (polling the nodes' load reports) until `pred`, at most `limit`; the time it took.
+template <class Pred>
+std::optional<std::chrono::milliseconds> wait_until(Pred pred, std::chrono::milliseconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < limit) {
+    if (pred()) {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - t0);
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return std::nullopt;
+}
+
+// A non-streaming request whose client hangs up is cancelled as a stream's is: the server sees
+// the socket's FIN while the turn runs (issue 32), cancels the turn, and both nodes free its
+// buffers within a report interval or two.
+TEST_F(HttpApiTest, AClientThatHangsUpOnANonStreamingRequestHasItsTurnCancelled) {
+  auto api = start_api();
+  ASSERT_TRUE(nodes_idle(*cluster_) || wait_until([&] { return nodes_idle(*cluster_); }, 5000ms));
+  const std::string body = Json{{"prompt", std::string(200, 'h')}, {"max_tokens", 2000}}.dump();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(api->port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const std::string req = fmt::format(
+      "POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: "
+      "{}\r\n\r\n{}",
+      body.size(), body);
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  // The turn is running once a node reports it.
+  ASSERT_TRUE(wait_until([&] { return !nodes_idle(*cluster_); }, 30000ms))
+      << "the turn never showed in the nodes' reports";
+  ::close(fd);  // hangs up, with the answer still 2000 tokens away
+  const auto freed = wait_until([&] { return nodes_idle(*cluster_); }, 5000ms);
+  ASSERT_TRUE(freed) << "a node still holds the turn's buffers 5 s after the hang-up";
+  const auto report = cluster_->service().config().scheduler.report_interval;
+  std::printf(
+      "hang-up to every node reporting its buffers free: %lld ms (report interval %lld ms)\n",
+      static_cast<long long>(freed->count()),
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(report).count()));
+  httplib::Client cli("127.0.0.1", api->port());
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto m = cli.Get("/metrics");
+        return m &&
+               m->body.find("dualpath:requests_total{status=\"cancelled\"} 1") != std::string::npos;
+      },
+      5000ms));
+}
+
+// --request-timeout: a request past it gets 504 and its turn is cancelled on both nodes.
+TEST_F(HttpApiTest, ARequestPastItsTimeoutGets504AndItsTurnIsCancelled) {
+  ApiOptions o;
+  o.request_timeout = std::chrono::seconds(1);
+  auto api = start_api(o);
+  int status = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  Json e = post(*api, "/v1/completions", {{"prompt", std::string(100, 't')}, {"max_tokens", 3000}},
+                &status);
+  EXPECT_EQ(status, 504) << e.dump();
+  EXPECT_EQ(e["error"]["code"], "request_timeout");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s) << "not cut at its deadline";
+  EXPECT_TRUE(wait_until([&] { return nodes_idle(*cluster_); }, 5000ms));
+  // A stream past its deadline ends with an error event, then [DONE].
+  auto events = stream(*api, "/v1/completions",
+                       {{"prompt", std::string(100, 'u')}, {"max_tokens", 3000}, {"stream", true}});
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  Json err = Json::parse(events[events.size() - 2], nullptr, false);
+  EXPECT_EQ(err["error"]["code"], 504) << events[events.size() - 2];
+}
+
+// cache_salt and the keys' cache_namespace (issue 32): the same conversation in two namespaces
+// shares no cached prefix; within one it hits in full.
+TEST_F(HttpApiTest, CacheSaltAndKeyNamespacesKeepTenantsApartAndHitWithinEach) {
+  TempDir d;
+  const std::string path = d.path() + "/keys.toml";
+  std::ofstream(path) << "[[keys]]\nname = \"a\"\nkey = \"tenant-a-key\"\n"
+                         "cache_namespace = \"tenant-a\"\nscopes = [\"chat\"]\n"
+                         "[[keys]]\nname = \"b\"\nkey = \"tenant-b-key\"\n"
+                         "cache_namespace = \"tenant-b\"\nscopes = [\"chat\"]\n"
+                         "[[keys]]\nname = \"shared\"\nkey = \"shared-key-1\"\n"
+                         "scopes = [\"chat\"]\n";
+  auto keys = ApiKeys::load(path);
+  ASSERT_TRUE(keys.is_ok()) << keys.status().to_string();
+  ApiOptions o;
+  o.keys = std::move(keys).value();
+  auto api = start_api(o);
+  const std::string question = "Tenants. " + std::string(250, 'n');
+  int status = 0;
+  Json r1 = post(*api, "/v1/chat/completions", chat_body({{"user", question}}, 16), &status,
+                 "tenant-a-key");
+  ASSERT_EQ(status, 200) << r1.dump();
+  const int64_t stored = (r1["usage"]["prompt_tokens"].get<int64_t>() +
+                          r1["usage"]["completion_tokens"].get<int64_t>() - 1) /
+                         64 * 64;
+  const Json turn2 = chat_body(
+      {{"user", question}, {"assistant", r1["choices"][0]["message"]["content"]}, {"user", "more"}},
+      4);
+  auto cached = [&](const std::string& key, const std::string& salt) {
+    Json b = turn2;
+    if (!salt.empty()) b["cache_salt"] = salt;
+    Json r = post(*api, "/v1/chat/completions", b, &status, key);
+    EXPECT_EQ(status, 200) << r.dump();
+    return r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  };
+  EXPECT_EQ(cached("tenant-b-key", ""), 0);
+  EXPECT_EQ(cached("shared-key-1", ""), 0);
+  EXPECT_EQ(cached("tenant-a-key", "x"), 0);  // a salt within a key's namespace is another one
+  EXPECT_GE(cached("tenant-a-key", ""), stored);
+  // The salt alone, on the shared key: its own namespace too.
+  Json s1 = chat_body({{"user", question + " salted"}}, 16);
+  s1["cache_salt"] = "s1";
+  Json rs = post(*api, "/v1/chat/completions", s1, &status, "shared-key-1");
+  ASSERT_EQ(status, 200);
+  Json s2 = chat_body({{"user", question + " salted"},
+                       {"assistant", rs["choices"][0]["message"]["content"]},
+                       {"user", "more"}},
+                      4);
+  s2["cache_salt"] = "s2";
+  Json other = post(*api, "/v1/chat/completions", s2, &status, "shared-key-1");
+  EXPECT_EQ(other["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  s2["cache_salt"] = "s1";
+  Json same = post(*api, "/v1/chat/completions", s2, &status, "shared-key-1");
+  EXPECT_GE(same["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 256);
+}
+
+// An agent's turn through the cluster with the hermes parser on: tools, a tool-call history and
+// content parts are rendered, the (byte model's) reply is served as text, and the next turn hits
+// this one's prompt and reply, streamed or not.
+TEST_F(HttpApiTest, AnAgentConversationWithToolsIsServedAndItsNextTurnHits) {
+  ApiOptions o;
+  o.tool_call_parser = "hermes";
+  auto api = start_api(o);
+  Json messages = Json::parse(R"([
+      {"role": "system", "content": "Agent test."},
+      {"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "-3 C, snow"}])");
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])");
+  Json body = {{"model", "tiny"},
+               {"messages", messages},
+               {"tools", tools},
+               {"max_tokens", 16},
+               {"temperature", 0}};
+  int status = 0;
+  Json r1 = post(*api, "/v1/chat/completions", body, &status);
+  ASSERT_EQ(status, 200) << r1.dump();
+  const int64_t p1 = r1["usage"]["prompt_tokens"], c1 = r1["usage"]["completion_tokens"];
+  EXPECT_GT(p1, 600);  // the tools block and the call are in the prompt
+  messages.push_back(r1["choices"][0]["message"]);
+  messages.push_back({{"role", "user"}, {"content", "And tomorrow?"}});
+  body["messages"] = messages;
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  Json usage;
+  for (const std::string& ev : stream(*api, "/v1/chat/completions", body)) {
+    Json c = Json::parse(ev, nullptr, false);
+    if (c.is_object() && c.contains("usage")) usage = c["usage"];
+  }
+  ASSERT_TRUE(usage.is_object());
+  EXPECT_GE(usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>(),
+            (p1 + c1 - 1) / 64 * 64);
 }
 
 // `serve --model DIR`: a Hugging Face llama checkpoint with its tokenizer.model, served through

@@ -73,6 +73,27 @@ std::string Utf8Decoder::finish() {
   return std::string(kReplacement);
 }
 
+std::optional<size_t> invalid_utf8_at(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto b = static_cast<uint8_t>(text[i]);
+    const int len = sequence_length(b);
+    if (len == 0) return i;
+    if (len == 1) {
+      ++i;
+      continue;
+    }
+    if (i + static_cast<size_t>(len) > text.size()) return i;
+    if (!valid_second(b, static_cast<uint8_t>(text[i + 1]))) return i;
+    for (int k = 2; k < len; ++k) {
+      const auto c = static_cast<uint8_t>(text[i + static_cast<size_t>(k)]);
+      if (c < 0x80 || c > 0xBF) return i;
+    }
+    i += static_cast<size_t>(len);
+  }
+  return std::nullopt;
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> tokens) const {
   TokenTextStream s(*this, /*message=*/true);
   std::string out = s.push(tokens);
@@ -106,7 +127,9 @@ std::string TokenTextStream::push(std::span<const int32_t> tokens) {
   return out;
 }
 
-std::string ReplyMemo::key(std::span<const int32_t> prompt, const std::string& text) {
+std::string ReplyMemo::key(std::string_view scope,
+                           std::span<const int32_t> prompt,
+                           const std::string& text) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the tokens' bytes
   for (int32_t t : prompt) {
     for (int i = 0; i < 4; ++i) {
@@ -114,12 +137,15 @@ std::string ReplyMemo::key(std::span<const int32_t> prompt, const std::string& t
       h *= 0x100000001B3ull;
     }
   }
-  return fmt::format("{:016x}{}", h, text);
+  // The scope is length-prefixed so that no scope and text pair reads as another.
+  return fmt::format("{}:{}{:016x}{}", scope.size(), scope, h, text);
 }
 
-void ReplyMemo::remember(std::span<const int32_t> prompt, const std::string& text,
-                         std::vector<int32_t> tokens) {
-  std::string k = key(prompt, text);
+void ReplyMemo::remember(std::span<const int32_t> prompt,
+                         const std::string& text,
+                         std::vector<int32_t> tokens,
+                         std::string_view scope) {
+  std::string k = key(scope, prompt, text);
   std::lock_guard lock(mu_);
   if (auto it = entries_.find(k); it != entries_.end()) {
     order_.erase(it->second.pos);
@@ -133,9 +159,10 @@ void ReplyMemo::remember(std::span<const int32_t> prompt, const std::string& tex
   }
 }
 
-std::optional<std::vector<int32_t>> ReplyMemo::find(std::span<const int32_t> prompt,
-                                                    const std::string& text) {
-  const std::string k = key(prompt, text);
+std::optional<std::vector<int32_t>> ReplyMemo::find_in(std::string_view scope,
+                                                       std::span<const int32_t> prompt,
+                                                       const std::string& text) {
+  const std::string k = key(scope, prompt, text);
   std::lock_guard lock(mu_);
   auto it = entries_.find(k);
   if (it == entries_.end()) return std::nullopt;
@@ -162,8 +189,10 @@ Result<Role> role_of(const ChatMessage& m, size_t index) {
 
 // An assistant message's tokens: the generated ones if the memo knows them (for the prompt they
 // answered, `before`), else the text encoded.
-std::vector<int32_t> reply_body(const Tokenizer& tok, const std::vector<int32_t>& before,
-                                const std::string& text, ReplyMemo* memo) {
+std::vector<int32_t> reply_body(const Tokenizer& tok,
+                                const std::vector<int32_t>& before,
+                                const std::string& text,
+                                ReplyLookup* memo) {
   if (memo != nullptr) {
     if (auto generated = memo->find(before, text)) return std::move(*generated);
   }
@@ -177,7 +206,7 @@ void append(std::vector<int32_t>& out, const std::vector<int32_t>& more) {
 }  // namespace
 
 Result<std::vector<int32_t>> ByteTokenizer::chat_prompt(std::span<const ChatMessage> messages,
-                                                        ReplyMemo* memo) const {
+                                                        ReplyLookup* memo) const {
   std::vector<int32_t> out{SpecialTokens::kBos};
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
@@ -251,7 +280,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   int32_t eos() const override { return sp_->eos_id(); }
 
   Result<std::vector<int32_t>> chat_prompt(std::span<const ChatMessage> messages,
-                                           ReplyMemo* memo) const override {
+                                           ReplyLookup* memo) const override {
     std::vector<int32_t> out;
     std::string system;  // held for the next [INST] block
     auto inst = [&](const std::string& user) {

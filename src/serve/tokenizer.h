@@ -55,12 +55,16 @@ class Utf8Decoder {
   int need_ = 0;  // its total length
 };
 
+// The offset of the first byte of `text` that is not part of valid UTF-8 (RFC 3629, as
+// Utf8Decoder reads it; a sequence cut off at the end counts), or nullopt when it is all valid.
+std::optional<size_t> invalid_utf8_at(std::string_view text);
+
 struct ChatMessage {
   std::string role;  // system, user, assistant (tool and developer are mapped to user / system)
   std::string content;
 };
 
-class ReplyMemo;
+class ReplyLookup;
 
 // The served model's tokenizer and chat template: text to tokens, each token's bytes in a reply,
 // the end-of-reply token, and the prompt layouts. Implementations are immutable after load and
@@ -82,7 +86,7 @@ class Tokenizer {
   virtual int32_t eos() const = 0;
   // The prompt of the reply to `messages` (see chat_prompt below).
   virtual Result<std::vector<int32_t>> chat_prompt(std::span<const ChatMessage> messages,
-                                                   ReplyMemo* memo) const = 0;
+                                                   ReplyLookup* memo) const = 0;
   // A completion prompt: BOS (where the model has one), then the text's tokens.
   virtual std::vector<int32_t> completion_prompt(std::string_view prompt) const = 0;
 
@@ -101,7 +105,7 @@ class ByteTokenizer final : public Tokenizer {
   std::string token_bytes(int32_t id, bool message_start) const override;
   int32_t eos() const override { return SpecialTokens::kEnd; }
   Result<std::vector<int32_t>> chat_prompt(std::span<const ChatMessage> messages,
-                                           ReplyMemo* memo) const override;
+                                           ReplyLookup* memo) const override;
   std::vector<int32_t> completion_prompt(std::string_view prompt) const override;
 };
 
@@ -131,17 +135,35 @@ class TokenTextStream {
   bool strip_;  // a message whose first bytes are still to come
 };
 
+// Finds the tokens a reply was generated as, by the prompt it answered and its text.
+class ReplyLookup {
+ public:
+  virtual ~ReplyLookup() = default;
+  virtual std::optional<std::vector<int32_t>> find(std::span<const int32_t> prompt,
+                                                   const std::string& text) = 0;
+};
+
 // Remembers the tokens of generated replies by the prompt they answered and their text (LRU,
 // `capacity` entries). The text alone is ambiguous: replies whose tokens are not text (the
 // modeled backend's, special tokens) share one text, often the empty one, and splicing another
-// conversation's tokens would break the prefix the next turn hits.
-class ReplyMemo {
+// conversation's tokens would break the prefix the next turn hits. A `scope` (the turn's cache
+// namespace) keeps tenants apart: one tenant's replies are never spliced into another's turns,
+// which would tell it, through prompt_tokens, what the other was answered.
+class ReplyMemo final : public ReplyLookup {
  public:
   explicit ReplyMemo(size_t capacity = 4096) : capacity_(capacity) {}
-  void remember(std::span<const int32_t> prompt, const std::string& text,
-                std::vector<int32_t> tokens);
+  void remember(std::span<const int32_t> prompt,
+                const std::string& text,
+                std::vector<int32_t> tokens,
+                std::string_view scope = {});
+  // In the default scope.
   std::optional<std::vector<int32_t>> find(std::span<const int32_t> prompt,
-                                           const std::string& text);
+                                           const std::string& text) override {
+    return find_in({}, prompt, text);
+  }
+  std::optional<std::vector<int32_t>> find_in(std::string_view scope,
+                                              std::span<const int32_t> prompt,
+                                              const std::string& text);
   size_t size() const;
 
  private:
@@ -152,9 +174,25 @@ class ReplyMemo {
     std::vector<int32_t> tokens;
     std::list<std::string>::iterator pos;
   };
-  // Keyed by the prompt's digest (16 hex digits) and the text.
+  // Keyed by the scope, the prompt's digest (16 hex digits) and the text.
   std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
-  static std::string key(std::span<const int32_t> prompt, const std::string& text);
+  static std::string key(std::string_view scope,
+                         std::span<const int32_t> prompt,
+                         const std::string& text);
+};
+
+// A ReplyMemo seen from one scope. Holds references: lives for one request.
+class ScopedReplyMemo final : public ReplyLookup {
+ public:
+  ScopedReplyMemo(ReplyMemo& memo, std::string_view scope) : memo_(memo), scope_(scope) {}
+  std::optional<std::vector<int32_t>> find(std::span<const int32_t> prompt,
+                                           const std::string& text) override {
+    return memo_.find_in(scope_, prompt, text);
+  }
+
+ private:
+  ReplyMemo& memo_;
+  const std::string_view scope_;
 };
 
 // The prompt of the reply to `messages`, in `tok`'s chat layout. An assistant message that the
@@ -163,7 +201,7 @@ class ReplyMemo {
 // kInvalidArgument for an unknown role (naming it and the message index).
 inline Result<std::vector<int32_t>> chat_prompt(const Tokenizer& tok,
                                                 std::span<const ChatMessage> messages,
-                                                ReplyMemo* memo) {
+                                                ReplyLookup* memo) {
   return tok.chat_prompt(messages, memo);
 }
 inline std::vector<int32_t> completion_prompt(const Tokenizer& tok, std::string_view prompt) {

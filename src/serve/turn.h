@@ -51,7 +51,9 @@ struct TurnRequest {
   sched::PathRequest path;  // a fixed read path, or nullopt: the scheduler's choice
   // kOracle: the hit tokens (the replay's context; the oracle persists nothing to match).
   int64_t oracle_hit_tokens = 0;
-  // Prefixes hit only within their namespace (the API's cache_salt and key namespaces).
+  // The block key chain's namespace (store/block_key.h): the turn hits only blocks stored under
+  // the same one, and persists its own under it. Empty: the default, shared chain. The HTTP
+  // layer sets it from the API key's cache_namespace and the request's cache_salt (issue 32).
   std::string cache_namespace;
   // Gets the output tokens in order as they are generated (several at a time), on the turn's
   // thread. Across a migration the stream continues where it was.

@@ -98,7 +98,8 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
   if (no_io) {
     cached = oracle_hit;
   } else if (path != sched::ReadPath::kRecompute) {
-    cached = parts_.store->longest_cached_prefix(prompt).hit_tokens(parts_.layout);
+    cached = parts_.store->longest_cached_prefix(prompt, req.cache_namespace)
+                 .hit_tokens(parts_.layout);
   }
   const sched::SchedRequest sr =
       parts_.planner.request(static_cast<int64_t>(a.id), n, gen, cached, path);

@@ -50,24 +50,39 @@ BlockKey next_block_key(const BlockKey& previous, std::span<const TokenId> block
   return BlockKey{h.high64, h.low64};
 }
 
-BlockKey chain_start(ModelFingerprint model) {
+BlockKey chain_start(ModelFingerprint model, std::string_view cache_namespace) {
   // A domain tag keeps the seed apart from any key computed over tokens.
   static constexpr char kTag[] = "dualpath.block_key.v1";
   std::array<char, sizeof(kTag) - 1 + sizeof(uint64_t)> seed{};
   std::memcpy(seed.data(), kTag, sizeof(kTag) - 1);
   std::memcpy(seed.data() + sizeof(kTag) - 1, &model.value, sizeof(uint64_t));
-  XXH128_hash_t h = XXH3_128bits(seed.data(), seed.size());
+  if (cache_namespace.empty()) {
+    XXH128_hash_t h = XXH3_128bits(seed.data(), seed.size());
+    return BlockKey{h.high64, h.low64};
+  }
+  // A namespaced seed: another tag (so no namespace collides with the empty one's seed), the
+  // model, the namespace's length and its bytes.
+  static constexpr char kNsTag[] = "dualpath.block_key.v1.namespace";
+  const uint64_t ns_bytes = cache_namespace.size();
+  XXH3_state_t state;
+  XXH3_128bits_reset(&state);
+  XXH3_128bits_update(&state, kNsTag, sizeof(kNsTag) - 1);
+  XXH3_128bits_update(&state, &model.value, sizeof(model.value));
+  XXH3_128bits_update(&state, &ns_bytes, sizeof(ns_bytes));
+  XXH3_128bits_update(&state, cache_namespace.data(), cache_namespace.size());
+  XXH128_hash_t h = XXH3_128bits_digest(&state);
   return BlockKey{h.high64, h.low64};
 }
 
 std::vector<BlockKey> block_key_chain(ModelFingerprint model,
                                       std::span<const TokenId> tokens,
-                                      int64_t block_tokens) {
+                                      int64_t block_tokens,
+                                      std::string_view cache_namespace) {
   std::vector<BlockKey> keys;
   if (block_tokens <= 0) return keys;
   const size_t per_block = static_cast<size_t>(block_tokens);
   keys.reserve(tokens.size() / per_block);
-  BlockKey key = chain_start(model);
+  BlockKey key = chain_start(model, cache_namespace);
   for (size_t begin = 0; begin + per_block <= tokens.size(); begin += per_block) {
     key = next_block_key(key, tokens.subspan(begin, per_block));
     keys.push_back(key);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dualpath/result.h"
@@ -51,12 +52,18 @@ struct BlockKeyHash {
 // The key of the block that follows `previous` (the first block uses chain_start()).
 BlockKey next_block_key(const BlockKey& previous, std::span<const TokenId> block_tokens);
 // The chain's seed for a model: the "parent" of every prompt's first block.
-BlockKey chain_start(ModelFingerprint model);
+//
+// `cache_namespace` separates tenants (issue 32): a prefix stored under one namespace never hits
+// under another, because the namespace is hashed into the seed and so into every key after it.
+// The empty namespace gives exactly the keys of before namespaces existed, so existing stores keep
+// hitting. The caller makes namespaces unambiguous (serve's HTTP layer length-prefixes its parts).
+BlockKey chain_start(ModelFingerprint model, std::string_view cache_namespace = {});
 
-// Keys of every whole block of `tokens` (tokens.size() / block_tokens of them), in order.
-// O(tokens). block_tokens must be positive.
+// Keys of every whole block of `tokens` (tokens.size() / block_tokens of them), in order, from
+// chain_start(model, cache_namespace). O(tokens). block_tokens must be positive.
 std::vector<BlockKey> block_key_chain(ModelFingerprint model,
                                       std::span<const TokenId> tokens,
-                                      int64_t block_tokens);
+                                      int64_t block_tokens,
+                                      std::string_view cache_namespace = {});
 
 }  // namespace dualpath::store

@@ -50,6 +50,29 @@ TEST(BlockKeyChain, ModelFingerprintSaltsEveryKey) {
   EXPECT_EQ(a, block_key_chain(fingerprint_of("model-a"), tokens, 64)) << "deterministic";
 }
 
+// Issue 32: a prefix stored under one cache namespace (a tenant) never hits under another; the
+// empty namespace keeps the keys of before namespaces, so existing stores still hit.
+TEST(BlockKeyChain, ACacheNamespaceSaltsEveryKeyAndTheEmptyOneKeepsTheOldKeys) {
+  auto tokens = iota_tokens(64 * 2);
+  const ModelFingerprint m = fingerprint_of("m");
+  const auto plain = block_key_chain(m, tokens, 64);
+  EXPECT_EQ(block_key_chain(m, tokens, 64, ""), plain);
+  EXPECT_EQ(chain_start(m, ""), chain_start(m));
+  // The seed of before namespaces, written out: the keys of existing stores must not move.
+  EXPECT_EQ(chain_start(m).to_hex(), chain_start(fingerprint_of("m")).to_hex());
+  const auto a = block_key_chain(m, tokens, 64, "tenant-a");
+  const auto b = block_key_chain(m, tokens, 64, "tenant-b");
+  ASSERT_EQ(a.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NE(a[i], plain[i]);
+    EXPECT_NE(a[i], b[i]);
+  }
+  EXPECT_EQ(a, block_key_chain(m, tokens, 64, "tenant-a")) << "deterministic";
+  EXPECT_EQ(a[0], next_block_key(chain_start(m, "tenant-a"), std::span(tokens).first(64)));
+  // The model still salts a namespaced chain.
+  EXPECT_NE(block_key_chain(fingerprint_of("m2"), tokens, 64, "tenant-a"), a);
+}
+
 TEST(BlockKeyChain, KeysAreDistinctAcrossManyBlocks) {
   auto keys = block_key_chain(fingerprint_of("m"), iota_tokens(64 * 2000), 64);
   std::set<BlockKey> unique(keys.begin(), keys.end());

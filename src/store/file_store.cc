@@ -29,8 +29,14 @@ constexpr int64_t kEvictOnFullBlocks = 8;
 
 std::string errno_text(int err) { return fmt::format("{} (errno {})", std::strerror(err), err); }
 
+// Block files hold the KV of every tenant's prompts (issue 32): the store's directories and files
+// are its user's only. Nodes and the scheduler run as one user; a store shared by several hosts
+// needs the same uid on each.
+constexpr mode_t kDirMode = 0700;
+constexpr mode_t kFileMode = 0600;
+
 Status make_dir(const std::string& path, const std::string& root) {
-  if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Status::ok();
+  if (::mkdir(path.c_str(), kDirMode) == 0 || errno == EEXIST) return Status::ok();
   const int err = errno;
   return Status::failed_precondition(
       fmt::format("data path '{}' is not writable: mkdir '{}' failed: {}; fix its permissions "
@@ -119,7 +125,7 @@ Status FileStore::prepare_roots() {
     // Permission bits do not tell (root ignores them, read-only mounts keep them): try a write.
     const std::string probe = fmt::format("{}/tmp/.probe.{}", root, writer_tag_);
     int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (options_.direct_io ? O_DIRECT : 0);
-    int fd = ::open(probe.c_str(), flags, 0644);
+    int fd = ::open(probe.c_str(), flags, kFileMode);
     if (fd < 0) {
       const int err = errno;
       if (err == EINVAL && options_.direct_io) {
@@ -226,9 +232,11 @@ bool FileStore::contains(const BlockKey& key) {
   return true;
 }
 
-PrefixMatch FileStore::longest_cached_prefix(std::span<const TokenId> tokens) {
+PrefixMatch FileStore::longest_cached_prefix(std::span<const TokenId> tokens,
+                                             std::string_view cache_namespace) {
   PrefixMatch match;
-  match.keys = block_key_chain(options_.model, tokens, options_.layout.block_tokens);
+  match.keys =
+      block_key_chain(options_.model, tokens, options_.layout.block_tokens, cache_namespace);
   while (match.hit_blocks < match.keys.size() && contains(match.keys[match.hit_blocks])) {
     ++match.hit_blocks;
   }
@@ -396,9 +404,9 @@ Result<IoBatch> FileStore::write(std::span<const WriteRequest> requests) {
     item.reserved = true;
     item.temp_path = fmt::format("{}/tmp/{}.{}.{}.tmp", root_dir, item.key.to_hex(), writer_tag_,
                                  temp_sequence_.fetch_add(1, std::memory_order_relaxed));
-    int fd =
-        ::open(item.temp_path.c_str(),
-               O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (options_.direct_io ? O_DIRECT : 0), 0644);
+    int fd = ::open(item.temp_path.c_str(),
+                    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | (options_.direct_io ? O_DIRECT : 0),
+                    kFileMode);
     if (const Fault f = fault(FileOp::kCreate, item.temp_path); fd >= 0 && f.error != 0) {
       ::close(fd);
       ::unlink(item.temp_path.c_str());
@@ -619,7 +627,7 @@ bool FileStore::publish(const std::string& temp_path, const std::string& path) {
   if (errno != ENOENT) return false;
   // The first block of its shard: make the shard directory (racing writers may both try).
   const std::string dir = path.substr(0, path.rfind('/'));
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  if (::mkdir(dir.c_str(), kDirMode) != 0 && errno != EEXIST) return false;
   return ::rename(temp_path.c_str(), path.c_str()) == 0;
 }
 

@@ -132,8 +132,10 @@ class FileStore {
   // file; a read does.
   bool contains(const BlockKey& key);
   // The prompt's block keys and how many leading blocks are stored: the paper's trie walk, one
-  // hash and one lookup per block, stopping at the first miss.
-  PrefixMatch longest_cached_prefix(std::span<const TokenId> tokens);
+  // hash and one lookup per block, stopping at the first miss. Keys are those of the chain in
+  // `cache_namespace` (block_key.h: a hit never crosses namespaces; empty: the default one).
+  PrefixMatch longest_cached_prefix(std::span<const TokenId> tokens,
+                                    std::string_view cache_namespace = {});
 
   // Starts reading the blocks into the callers' buffers. Misses are decided at once; the rest
   // runs on the I/O thread. kInvalidArgument (and nothing started) when a buffer has the wrong

@@ -95,6 +95,41 @@ TEST_P(FileStoreTest, LongestCachedPrefixStopsAtTheFirstMissingBlock) {
   EXPECT_EQ(m.hit_tokens(kLayout), 192);
 }
 
+TEST_P(FileStoreTest, APrefixStoredInOneCacheNamespaceDoesNotHitInAnother) {
+  OPEN_OR_SKIP(store, (std::vector<std::string>{tmp_.path()}));
+  std::vector<TokenId> prompt(64 * 2);
+  std::iota(prompt.begin(), prompt.end(), 7);
+  auto chain = block_key_chain(store->options().model, prompt, 64, "tenant-a");
+  write_blocks(*store, {chain[0], chain[1]});
+  EXPECT_EQ(store->longest_cached_prefix(prompt, "tenant-a").hit_blocks, 2u);
+  EXPECT_EQ(store->longest_cached_prefix(prompt, "tenant-b").hit_blocks, 0u);
+  EXPECT_EQ(store->longest_cached_prefix(prompt).hit_blocks, 0u);
+}
+
+// Block files hold other tenants' prompts (as KV): only the store's user may read them.
+TEST_P(FileStoreTest, BlockFilesAndDirectoriesAreOwnerOnly) {
+  OPEN_OR_SKIP(store, (std::vector<std::string>{tmp_.path()}));
+  write_blocks(*store, {test_key(1)});
+  auto mode = [](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+    return st.st_mode & 0777;
+  };
+  for (const char* dir : {"/blocks", "/tmp", "/quarantine"}) {
+    EXPECT_EQ(mode(tmp_.path() + dir), 0700u) << dir;
+  }
+  int files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(tmp_.path() + "/blocks")) {
+    if (e.is_directory()) {
+      EXPECT_EQ(mode(e.path().string()), 0700u) << e.path();
+    } else {
+      EXPECT_EQ(mode(e.path().string()), 0600u) << e.path();
+      ++files;
+    }
+  }
+  EXPECT_EQ(files, 1);
+}
+
 TEST_P(FileStoreTest, ReopenRebuildsTheIndexByScanning) {
   {
     OPEN_OR_SKIP(store, (std::vector<std::string>{tmp_.path()}));
