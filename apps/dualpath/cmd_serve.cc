@@ -13,7 +13,6 @@
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
 #include "control/credential.h"
-#include "control/rpc.h"
 #include "serve/api_keys.h"
 #include "serve/cluster.h"
 #include "serve/doctor.h"

@@ -1,5 +1,6 @@
 #include "control/credential.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -274,6 +275,14 @@ Result<TlsIdentity> mint_identity(const ClusterCredential& c, std::string_view r
   DP_ASSIGN_OR_RETURN(id.cert_chain_pem, pem_of_cert(leaf.get()));
   DP_ASSIGN_OR_RETURN(id.private_key_pem, pem_of_key(key.get()));
   return id;
+}
+
+bool is_loopback_host(std::string_view host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr a{};
+  const std::string h(host);
+  if (::inet_pton(AF_INET, h.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
+  return false;
 }
 
 }  // namespace dualpath::control

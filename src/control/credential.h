@@ -71,4 +71,8 @@ struct Security {
 // both TLS server and client use; `role` ("scheduler", "prefill node 0") goes in its subject.
 Result<TlsIdentity> mint_identity(const ClusterCredential& credential, std::string_view role);
 
+// True for an address that only this host can reach (127.0.0.0/8, ::1, localhost): where the
+// control plane may run without a credential.
+bool is_loopback_host(std::string_view host);
+
 }  // namespace dualpath::control

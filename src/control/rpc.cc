@@ -1,7 +1,5 @@
 #include "control/rpc.h"
 
-#include <arpa/inet.h>
-
 #include <fmt/format.h>
 
 #include <charconv>
@@ -197,12 +195,5 @@ Status from_grpc(const grpc::Status& status, std::string_view what) {
   return Status(code, what.empty() ? message : fmt::format("{}: {}", what, message));
 }
 
-bool is_loopback_host(std::string_view host) {
-  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
-  in_addr a{};
-  const std::string h(host);
-  if (::inet_pton(AF_INET, h.c_str(), &a) == 1) return (ntohl(a.s_addr) >> 24) == 127;
-  return false;
-}
 
 }  // namespace dualpath::control

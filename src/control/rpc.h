@@ -75,7 +75,4 @@ grpc::Status to_grpc(const Status& status);
 // `what` ("prefill on prefill node 0") prefixes the message.
 Status from_grpc(const grpc::Status& status, std::string_view what);
 
-// True for an address that only this host can reach (127.0.0.0/8, ::1, localhost).
-bool is_loopback_host(std::string_view host);
-
 }  // namespace dualpath::control

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "control/credential.h"
 #include "model/pd_range.h"
 
 namespace dualpath::serve {
@@ -305,6 +306,33 @@ void check_pd(const DoctorInput& in, std::vector<Finding>& out) {
                              span, h.name)});
 }
 
+// Who can reach the scheduler's port for nodes (issue 31): anyone who can may try to join, so a
+// non-loopback address needs the cluster credential (serve refuses it without one).
+void check_scheduler(const DoctorInput& in, std::vector<Finding>& out) {
+  const SchedulerSettings& s = in.config.scheduler;
+  const bool loopback = control::is_loopback_host(s.host);
+  if (loopback) {
+    out.push_back({Severity::kOk, "scheduler",
+                   fmt::format("the scheduler listens for nodes on {}:{} (this host only){}", s.host,
+                               s.port, s.cluster_key.empty() ? "" : ", mutual TLS")});
+    return;
+  }
+  if (s.cluster_key.empty()) {
+    out.push_back({Severity::kError, "scheduler",
+                   fmt::format("the scheduler would listen for nodes on {}:{} without a cluster "
+                               "credential: anyone who reaches the port could join as a node. "
+                               "Make one with `dualpath keygen --out cluster.key` and give "
+                               "--cluster-key cluster.key to serve and to every node",
+                               s.host, s.port)});
+    return;
+  }
+  out.push_back({Severity::kWarning, "scheduler",
+                 fmt::format("the scheduler listens for nodes on {}:{}, beyond this host: only "
+                             "holders of {} can join (mutual TLS), but keep the port behind a "
+                             "firewall that admits the cluster's hosts",
+                             s.host, s.port, s.cluster_key)});
+}
+
 void check_keys(const DoctorInput& in, std::vector<Finding>& out) {
   if (in.keys == nullptr) {
     out.push_back({Severity::kOk, "keys", "no API key file (the API serves loopback only)"});
@@ -373,6 +401,7 @@ std::vector<Finding> run_doctor(const DoctorInput& in) {
   check_dram(in, out);
   check_qos(in, out);
   check_pd(in, out);
+  check_scheduler(in, out);
   check_keys(in, out);
   return out;
 }

@@ -182,6 +182,23 @@ TEST_F(Doctor, ADeviceThatDoesNotExistIsAnErrorNamingTheOnesThatDo) {
   EXPECT_NE(g->message.find("'mlx5_9:1'"), std::string::npos) << g->message;
 }
 
+TEST_F(Doctor, ASchedulerBeyondThisHostNeedsTheClusterCredential) {
+  auto local = doctor("[scheduler]\nhost = \"127.0.0.1\"\n");
+  const Finding* f = find(local, "scheduler");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kOk);
+  auto open = doctor("[scheduler]\nhost = \"0.0.0.0\"\n");
+  f = find(open, "scheduler");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kError);
+  EXPECT_NE(f->message.find("dualpath keygen"), std::string::npos) << f->message;
+  auto keyed = doctor("[scheduler]\nhost = \"0.0.0.0\"\ncluster_key = \"/etc/dualpath/c.key\"\n");
+  f = find(keyed, "scheduler");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kWarning);
+  EXPECT_NE(f->message.find("firewall"), std::string::npos) << f->message;
+}
+
 TEST_F(Doctor, ComputeAndStorageOnOneDeviceOrOneSubnetIsAWarningWithTheFix) {
   const std::string base = "[storage_node]\nrdma_device = \"mlx5_1\"\nrdma_port = 1\n";
   auto same = doctor(base + "[transport]\ntls = \"rc,self\"\nnet_devices = \"mlx5_1:1\"\n");
