@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "compute/init_rng.h"
 #include "engine/engine_config.h"
 #include "bench/session_stream.h"
@@ -32,7 +32,7 @@ Result<DemoReport> run_demo(serve::Cluster& cluster,
   sessions.reserve(static_cast<size_t>(options.sessions));
   for (int s = 0; s < options.sessions; ++s) sessions.emplace_back(options.seed, s, shape.vocab);
   std::vector<std::vector<DemoTurn>> done(options.sessions);
-  std::mutex progress_mu;
+  Mutex progress_mu;  // serialises the progress calls
   auto run_turn = [&](int s, int t) -> Status {
     SessionStream& session = sessions[static_cast<size_t>(s)];
     const int64_t append =
@@ -50,7 +50,7 @@ Result<DemoReport> run_demo(serve::Cluster& cluster,
     session.add_output(*result);
     done[s].push_back(DemoTurn{s, t, std::move(result).value()});
     if (progress) {
-      std::lock_guard lock(progress_mu);
+      MutexLock lock(progress_mu);
       progress(done[s].back());
     }
     return Status::ok();

@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <limits>
-#include <mutex>
 #include <thread>
 
 #include "bench/session_stream.h"
 #include "bench/hop_bytes_json.h"
+#include "common/mutex.h"
 #include "engine/engine_config.h"
 #include "sim/experiment.h"
 #include "sim/stop_rule.h"
@@ -61,32 +60,39 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
     std::string error;
   };
   std::vector<AgentRun> runs(agents.size());
-  std::mutex progress_mu;
-  int64_t done = 0;  // guarded by progress_mu
+  struct Progress {
+    Mutex mu;  // also serialises options.progress calls
+    int64_t done DP_GUARDED_BY(mu) = 0;
+  } progress;
   const auto start = Clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
   // Online: the simulator's stop rule, checked every check interval of emulated time; once it
   // fires no turn starts (and no agent arrives) any more.
-  std::mutex stop_mu;
-  std::condition_variable stop_cv;
-  sim::OnlineStopRule rule(options.slo);  // guarded by stop_mu
-  bool stopped = false;                   // guarded by stop_mu
-  bool agents_done = false;               // guarded by stop_mu
-  double stop_at_s = -1;                  // guarded by stop_mu: emulated
-  std::string stop_reason;                // guarded by stop_mu
+  struct StopState {
+    explicit StopState(const sim::OnlineConfig& slo) : rule(slo) {}
+    Mutex mu;
+    CondVar cv;
+    sim::OnlineStopRule rule DP_GUARDED_BY(mu);
+    bool stopped DP_GUARDED_BY(mu) = false;
+    bool agents_done DP_GUARDED_BY(mu) = false;
+    double at_s DP_GUARDED_BY(mu) = -1;  // emulated
+    std::string reason DP_GUARDED_BY(mu);
+  } stop(options.slo);
   auto is_stopped = [&] {
-    std::lock_guard lock(stop_mu);
-    return stopped;
+    MutexLock lock(stop.mu);
+    return stop.stopped;
   };
 
   auto run_agent = [&](size_t a) {
     AgentRun& run = runs[a];
     const sim::AgentPlan& plan = agents[a];
     if (options.online) {
-      std::unique_lock lock(stop_mu);
-      stop_cv.wait_until(lock, start + from_seconds(plan.start_s * dilation),
-                         [&] { return stopped; });
+      const auto arrival = start + from_seconds(plan.start_s * dilation);
+      MutexLock lock(stop.mu);
+      while (!stop.stopped) {
+        if (!stop.cv.wait_until(lock, arrival)) break;
+      }
     }
     run.start_s = seconds();
     SessionStream session(options.seed, static_cast<int64_t>(a), shape.vocab);
@@ -112,8 +118,8 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
             arrived.fetch_add(static_cast<int64_t>(tokens.size()), std::memory_order_relaxed);
         const double now = seconds();
         if (before == 0 && options.online) {
-          std::lock_guard lock(stop_mu);
-          rule.add(now / dilation, (now - rec.started_s) / dilation);
+          MutexLock lock(stop.mu);
+          stop.rule.add(now / dilation, (now - rec.started_s) / dilation);
         }
         if (before < 2 && before + static_cast<int64_t>(tokens.size()) >= 2) {
           rec.second_token_s = now;
@@ -130,9 +136,9 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
       session.add_output(*result);
       rec.result = std::move(result).value();
       run.turns.push_back(std::move(rec));
-      std::lock_guard lock(progress_mu);
-      ++done;
-      if (options.progress) options.progress(done, total_turns, seconds());
+      MutexLock lock(progress.mu);
+      ++progress.done;
+      if (options.progress) options.progress(progress.done, total_turns, seconds());
     }
     run.finish_s = seconds();
   };
@@ -141,19 +147,20 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   std::thread monitor;
   if (options.online) {
     monitor = std::thread([&] {
-      std::unique_lock lock(stop_mu);
+      MutexLock lock(stop.mu);
       for (int64_t k = 1;; ++k) {
         const double at = static_cast<double>(k) * options.slo.check_interval_s;
-        if (stop_cv.wait_until(lock, start + from_seconds(at * dilation),
-                               [&] { return agents_done; })) {
-          return;
+        const auto check_at = start + from_seconds(at * dilation);
+        while (!stop.agents_done) {
+          if (!stop.cv.wait_until(lock, check_at)) break;
         }
-        const std::string_view why = rule.check(at);
+        if (stop.agents_done) return;
+        const std::string_view why = stop.rule.check(at);
         if (!why.empty()) {
-          stopped = true;
-          stop_at_s = at;
-          stop_reason = std::string(why);
-          stop_cv.notify_all();
+          stop.stopped = true;
+          stop.at_s = at;
+          stop.reason = std::string(why);
+          stop.cv.notify_all();
           return;
         }
       }
@@ -164,11 +171,12 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   std::thread fault;
   if (options.kill && cluster.local_nodes() != nullptr) {
     fault = std::thread([&] {
-      std::unique_lock lock(stop_mu);
-      if (stop_cv.wait_until(lock, start + from_seconds(options.kill_at_s * dilation),
-                             [&] { return agents_done; })) {
-        return;
+      const auto kill_at = start + from_seconds(options.kill_at_s * dilation);
+      MutexLock lock(stop.mu);
+      while (!stop.agents_done) {
+        if (!stop.cv.wait_until(lock, kill_at)) break;
       }
+      if (stop.agents_done) return;
       (void)cluster.local_nodes()->signal(*options.kill, SIGKILL);
     });
   }
@@ -176,12 +184,19 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   for (size_t a = 0; a < agents.size(); ++a) threads.emplace_back(run_agent, a);
   for (auto& th : threads) th.join();
   {
-    std::lock_guard lock(stop_mu);
-    agents_done = true;
+    MutexLock lock(stop.mu);
+    stop.agents_done = true;
   }
-  stop_cv.notify_all();
+  stop.cv.notify_all();
   if (fault.joinable()) fault.join();
   if (monitor.joinable()) monitor.join();
+  double stop_at_s = -1;  // emulated
+  std::string stop_reason;
+  {
+    MutexLock lock(stop.mu);
+    stop_at_s = stop.at_s;
+    stop_reason = stop.reason;
+  }
 
   LiveBenchResult r;
   r.time_dilation = dilation;

@@ -11,11 +11,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <optional>
 #include <thread>
 
 #include "bench/fresh_store.h"
+#include "common/mutex.h"
 #include "serve/cluster.h"
 #include "serve/http_api.h"
 #include "serve/local_nodes.h"
@@ -270,7 +270,8 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   const int port = http->port();
   const std::string model = http->model_name();
 
-  std::mutex mu;  // guards run's samples and the progress calls
+  // Guards run's samples and the progress calls (plain locals: the analysis cannot name them).
+  Mutex mu;
   std::vector<double> ttft, tpot, e2e, ttft_first, ttft_later;
   run.session_digests.assign(static_cast<size_t>(o.sessions), 0xcbf29ce484222325ull);
   std::atomic<int> next_session{0};
@@ -288,7 +289,7 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
       for (int t = 0; t < o.turns; ++t) {
         Exchange x = ask_turn(cli, model, messages, o.seed, static_cast<uint64_t>(s), t,
                               o.context_tokens, o.append_tokens, o.max_tokens);
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         ++done;
         if (!x.ok) {
           ++run.errors;
@@ -527,7 +528,9 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
   const int port = http->port();
   const std::string model = http->model_name();
 
-  std::mutex mu;  // guards the interval's figures and the result's totals
+  // Guards the interval's figures and the result's totals (plain locals: the analysis cannot
+  // name them).
+  Mutex mu;
   SoakResult result;
   std::vector<double> ttft;
   int64_t interval_requests = 0, interval_errors = 0, interval_tokens = 0;
@@ -544,7 +547,7 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
       for (int t = 0; t < o.turns && !stop.load(); ++t) {
         Exchange x = ask_turn(cli, model, messages, o.seed, s, t, o.context_tokens,
                               o.append_tokens, o.max_tokens);
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         if (!x.ok) {
           ++interval_errors;
           ++result.errors;
@@ -575,7 +578,7 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
     SoakSample sample;
     sample.t_s = seconds(Clock::now() - start);
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       sample.requests = interval_requests;
       sample.errors = interval_errors;
       sample.output_tokens_per_s = static_cast<double>(interval_tokens) / o.interval_s;

@@ -4,16 +4,16 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "common/mutex.h"
 #include "common/percentiles.h"
 #include "transport/peer_process.h"
 #include "bench/perftest_runner.h"
@@ -52,22 +52,25 @@ class ReplyWaiter {
     // Header: byte 0 is the ack flag, bytes 1..8 the sequence number (seq_header).
     uint64_t seq = 0;
     if (m.header.size() >= 1 + sizeof seq) std::memcpy(&seq, m.header.data() + 1, sizeof seq);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     last_seq_ = std::max(last_seq_, seq);
     cv_.notify_all();
   }
   Status wait_for(uint64_t seq, Duration timeout) {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, timeout, [&] { return last_seq_ >= seq; })) {
-      return Status::timed_out(fmt::format("no reply {} from the peer within the deadline", seq));
+    MutexLock lock(mu_);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (last_seq_ < seq) {
+      if (!cv_.wait_until(lock, deadline) && last_seq_ < seq) {
+        return Status::timed_out(fmt::format("no reply {} from the peer within the deadline", seq));
+      }
     }
     return Status::ok();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t last_seq_ = 0;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  uint64_t last_seq_ DP_GUARDED_BY(mu_) = 0;
 };
 
 std::vector<std::byte> seq_header(uint64_t seq, bool ack) {

@@ -17,7 +17,7 @@ Duration TokenBucket::cost(int64_t bytes) const {
 Duration TokenBucket::reserve(int64_t bytes, Duration now) {
   if (unlimited()) return now;
   const Duration c = cost(bytes);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // A request may start once the bucket's lead over real time is at most the burst less the
   // request's own size.
   const Duration tat = std::max(theoretical_arrival_, now);
@@ -28,7 +28,7 @@ Duration TokenBucket::reserve(int64_t bytes, Duration now) {
 
 Duration TokenBucket::ready_at(Duration now) {
   if (unlimited()) return now;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // Not in debt while the lead is under the burst; one nanosecond past the point where it is.
   if (theoretical_arrival_ - now < burst_) return now;
   return theoretical_arrival_ - burst_ + Duration(1);
@@ -37,7 +37,7 @@ Duration TokenBucket::ready_at(Duration now) {
 void TokenBucket::consume(int64_t bytes, Duration now) {
   if (unlimited()) return;
   const Duration c = cost(bytes);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   theoretical_arrival_ = std::max(theoretical_arrival_, now) + c;
 }
 

@@ -6,8 +6,8 @@
 // Thread-safe.
 
 #include <cstdint>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "dualpath/units.h"
 
 namespace dualpath {
@@ -38,8 +38,8 @@ class TokenBucket {
 
   const double rate_bytes_per_s_;
   const Duration burst_;  // burst_bytes at the rate, as time credit
-  std::mutex mu_;
-  Duration theoretical_arrival_{0};  // guarded by mu_: when the bucket is next empty
+  Mutex mu_;
+  Duration theoretical_arrival_ DP_GUARDED_BY(mu_){0};  // when the bucket is next empty
 };
 
 }  // namespace dualpath

@@ -6,9 +6,9 @@
 #include <atomic>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/percentiles.h"
 #include "workload/dataset_spec.h"
 #include "workload/replay.h"
@@ -275,33 +275,43 @@ Result<PaperReport> run_paper(const PaperOptions& o) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return cost(a) > cost(b); });
-  std::mutex mu;  // guards `first_error` and the callbacks
-  Status first_error;
-  size_t runs_done = 0, caps_done = 0;
+  // What the worker threads share; `mu` also serialises the progress callbacks.
+  struct Shared {
+    Mutex mu;
+    Status first_error DP_GUARDED_BY(mu);
+    size_t runs_done DP_GUARDED_BY(mu) = 0;
+    size_t caps_done DP_GUARDED_BY(mu) = 0;
+  } shared;
   run_parallel(order.size(), o.threads, [&](size_t k) {
     PaperRun& run = rep.runs[order[k]];
     auto r = run_experiment(run.cfg);
-    std::lock_guard lock(mu);
+    MutexLock lock(shared.mu);
     if (!r.is_ok()) {
-      if (first_error.is_ok()) first_error = r.status().with_context(run.label);
+      if (shared.first_error.is_ok()) shared.first_error = r.status().with_context(run.label);
       return;
     }
     run.result = std::move(r).value();
-    if (o.on_run) o.on_run(run, ++runs_done, rep.runs.size());
+    if (o.on_run) o.on_run(run, ++shared.runs_done, rep.runs.size());
   });
-  if (!first_error.is_ok()) return first_error;
+  {
+    MutexLock lock(shared.mu);
+    if (!shared.first_error.is_ok()) return shared.first_error;
+  }
   run_parallel(rep.capacities.size(), o.threads, [&](size_t k) {
     PaperCapacity& cap = rep.capacities[k];
     auto r = find_capacity(cap.cfg);
-    std::lock_guard lock(mu);
+    MutexLock lock(shared.mu);
     if (!r.is_ok()) {
-      if (first_error.is_ok()) first_error = r.status().with_context(cap.label);
+      if (shared.first_error.is_ok()) shared.first_error = r.status().with_context(cap.label);
       return;
     }
     cap.result = std::move(r).value();
-    if (o.on_capacity) o.on_capacity(cap, ++caps_done, rep.capacities.size());
+    if (o.on_capacity) o.on_capacity(cap, ++shared.caps_done, rep.capacities.size());
   });
-  if (!first_error.is_ok()) return first_error;
+  {
+    MutexLock lock(shared.mu);
+    if (!shared.first_error.is_ok()) return shared.first_error;
+  }
   rep.checks = paper_checks(rep.runs, rep.capacities);
   return rep;
 }

@@ -2,12 +2,12 @@
 // BatchState: the shared state behind an IoBatch (internal to the store). The submitting thread
 // fills it, the IoWorker completes its ops, and the handle waits on it.
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "dualpath/status.h"
 #include "store/aligned_buffer.h"
 #include "store/block_key.h"
@@ -59,7 +59,9 @@ class BatchState final : public IoGroup {
   void cancel_and_wait();
 
   Kind kind() const { return kind_; }
-  const std::vector<Status>& results() const { return results_; }
+  // Read once every request has its outcome (wait_for or poll said so under the lock, and nothing
+  // writes results_ after that), or for size(), which never changes: no lock.
+  const std::vector<Status>& results() const DP_NO_THREAD_SAFETY_ANALYSIS { return results_; }
 
   std::vector<Item> items;  // filled by the submitting thread before the worker sees the batch
   AlignedBuffer scratch;    // header and tail pages of every op
@@ -68,17 +70,20 @@ class BatchState final : public IoGroup {
   const Kind kind_;
   FileStore& store_;
   IoWorker& worker_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  // Verifies the ready reads (called with `lock` held; releases it while verifying).
-  void verify_ready_locked(std::unique_lock<std::mutex>& lock);
+  mutable Mutex mu_;
+  CondVar cv_;
+  // Verifies the checksums of reads whose I/O is done (without the lock: it takes time), then
+  // records their outcomes (with it). Callers take `ready_reads_` under the lock, release it for
+  // verify_reads and retake it for record_reads.
+  std::vector<Status> verify_reads(std::span<IoOp* const> ready);
+  void record_reads(std::span<IoOp* const> ready, std::vector<Status> outcomes) DP_REQUIRES(mu_);
 
-  std::vector<Status> results_;     // guarded by mu_ until done
-  size_t remaining_ = 0;            // guarded by mu_: requests without an outcome
-  std::vector<IoOp*> ready_reads_;  // guarded by mu_: I/O done, not verified yet
-  size_t ops_in_io_ = 0;            // guarded by mu_: ops the worker has not finished
-  bool submitted_ = false;          // guarded by mu_: the worker holds ops of this batch
-  bool cancel_requested_ = false;   // guarded by mu_
+  std::vector<Status> results_ DP_GUARDED_BY(mu_);     // until done: results()
+  size_t remaining_ DP_GUARDED_BY(mu_) = 0;            // requests without an outcome
+  std::vector<IoOp*> ready_reads_ DP_GUARDED_BY(mu_);  // I/O done, not verified yet
+  size_t ops_in_io_ DP_GUARDED_BY(mu_) = 0;            // ops the worker has not finished
+  bool submitted_ DP_GUARDED_BY(mu_) = false;          // the worker holds ops of this batch
+  bool cancel_requested_ DP_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace dualpath::store::internal

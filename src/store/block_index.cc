@@ -5,7 +5,7 @@
 namespace dualpath::store {
 
 void BlockIndex::insert(const BlockKey& key, int root, int64_t file_bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   insert_locked(key, root, file_bytes);
 }
 
@@ -24,18 +24,18 @@ void BlockIndex::erase_locked(std::unordered_map<BlockKey, Entry, BlockKeyHash>:
 }
 
 bool BlockIndex::contains(const BlockKey& key) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return entries_.count(key) != 0;
 }
 
 void BlockIndex::erase(const BlockKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key);
   if (it != entries_.end()) erase_locked(it);
 }
 
 std::optional<int> BlockIndex::pin(const BlockKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
   if (it->second.pins++ == 0) ++pinned_blocks_;
@@ -44,14 +44,14 @@ std::optional<int> BlockIndex::pin(const BlockKey& key) {
 }
 
 void BlockIndex::unpin(const BlockKey& key) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end() || it->second.pins == 0) return;
   if (--it->second.pins == 0) --pinned_blocks_;
 }
 
 Result<std::vector<BlockIndex::Victim>> BlockIndex::reserve(int64_t file_bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<Victim> victims;
   if (capacity_bytes_ > 0) {
     // First check that room can be made, so that a failed reservation evicts nothing.
@@ -86,7 +86,7 @@ Result<std::vector<BlockIndex::Victim>> BlockIndex::reserve(int64_t file_bytes) 
 }
 
 std::vector<BlockIndex::Victim> BlockIndex::evict_lru(int root, int64_t bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<Victim> victims;
   for (auto k = lru_.begin(); bytes > 0 && k != lru_.end();) {
     auto it = entries_.find(*k);
@@ -101,18 +101,18 @@ std::vector<BlockIndex::Victim> BlockIndex::evict_lru(int root, int64_t bytes) {
 }
 
 void BlockIndex::release(int64_t file_bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   reserved_bytes_ -= file_bytes;
 }
 
 void BlockIndex::commit(const BlockKey& key, int root, int64_t file_bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   reserved_bytes_ -= file_bytes;
   insert_locked(key, root, file_bytes);
 }
 
 BlockIndex::Stats BlockIndex::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return Stats{static_cast<int64_t>(entries_.size()), used_bytes_, reserved_bytes_, pinned_blocks_,
                evicted_blocks_};
 }

@@ -10,11 +10,11 @@
 
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "dualpath/result.h"
 #include "store/block_key.h"
 
@@ -73,17 +73,18 @@ class BlockIndex {
     int64_t pins = 0;
     std::list<BlockKey>::iterator lru_position;
   };
-  void insert_locked(const BlockKey& key, int root, int64_t file_bytes);
-  void erase_locked(std::unordered_map<BlockKey, Entry, BlockKeyHash>::iterator it);
+  void insert_locked(const BlockKey& key, int root, int64_t file_bytes) DP_REQUIRES(mu_);
+  void erase_locked(std::unordered_map<BlockKey, Entry, BlockKeyHash>::iterator it)
+      DP_REQUIRES(mu_);
 
   const int64_t capacity_bytes_;
-  mutable std::mutex mu_;
-  std::unordered_map<BlockKey, Entry, BlockKeyHash> entries_;  // guarded by mu_
-  std::list<BlockKey> lru_;     // guarded by mu_; front = least recently used
-  int64_t used_bytes_ = 0;      // guarded by mu_
-  int64_t reserved_bytes_ = 0;  // guarded by mu_
-  int64_t pinned_blocks_ = 0;   // guarded by mu_
-  int64_t evicted_blocks_ = 0;  // guarded by mu_
+  mutable Mutex mu_;
+  std::unordered_map<BlockKey, Entry, BlockKeyHash> entries_ DP_GUARDED_BY(mu_);
+  std::list<BlockKey> lru_ DP_GUARDED_BY(mu_);  // front = least recently used
+  int64_t used_bytes_ DP_GUARDED_BY(mu_) = 0;
+  int64_t reserved_bytes_ DP_GUARDED_BY(mu_) = 0;
+  int64_t pinned_blocks_ DP_GUARDED_BY(mu_) = 0;
+  int64_t evicted_blocks_ DP_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dualpath::store

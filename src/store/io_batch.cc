@@ -1,5 +1,7 @@
 #include "store/io_batch.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "store/batch_state.h"
@@ -11,7 +13,7 @@ namespace internal {
 void BatchState::on_op_done(IoOp& op) {
   if (kind_ == Kind::kWrite) {
     Status status = store_.finish_write(*this, op);
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     --ops_in_io_;
     results_[op.tag] = std::move(status);
     // Notify under the lock: a waiter may destroy its handle as soon as it sees zero; the
@@ -20,21 +22,21 @@ void BatchState::on_op_done(IoOp& op) {
     return;
   }
   store_.note_read_io_done();
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   --ops_in_io_;
   ready_reads_.push_back(&op);
   cv_.notify_all();
 }
 
 void BatchState::complete(size_t i, Status status) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   results_[i] = std::move(status);
   if (--remaining_ == 0) cv_.notify_all();
 }
 
 void BatchState::submit(std::shared_ptr<BatchState> self) {
   {
-    std::lock_guard lock(self->mu_);
+    MutexLock lock(self->mu_);
     self->submitted_ = true;
     self->ops_in_io_ = self->ops.size();
   }
@@ -42,47 +44,58 @@ void BatchState::submit(std::shared_ptr<BatchState> self) {
   worker.submit(std::move(self));
 }
 
-void BatchState::verify_ready_locked(std::unique_lock<std::mutex>& lock) {
-  while (!ready_reads_.empty()) {
-    std::vector<IoOp*> ready;
-    ready.swap(ready_reads_);
-    lock.unlock();
-    std::vector<Status> outcomes;
-    outcomes.reserve(ready.size());
-    for (IoOp* op : ready) outcomes.push_back(store_.finish_read(*this, *op));
-    lock.lock();
-    for (size_t i = 0; i < ready.size(); ++i) {
-      results_[ready[i]->tag] = std::move(outcomes[i]);
-      --remaining_;
-    }
+std::vector<Status> BatchState::verify_reads(std::span<IoOp* const> ready) {
+  std::vector<Status> outcomes;
+  outcomes.reserve(ready.size());
+  for (IoOp* op : ready) outcomes.push_back(store_.finish_read(*this, *op));
+  return outcomes;
+}
+
+void BatchState::record_reads(std::span<IoOp* const> ready, std::vector<Status> outcomes) {
+  for (size_t i = 0; i < ready.size(); ++i) {
+    results_[ready[i]->tag] = std::move(outcomes[i]);
+    --remaining_;
   }
 }
 
 Status BatchState::wait_for(Duration timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    verify_ready_locked(lock);
+    while (!ready_reads_.empty()) {
+      const std::vector<IoOp*> ready = std::exchange(ready_reads_, {});
+      lock.unlock();
+      std::vector<Status> outcomes = verify_reads(ready);
+      lock.lock();
+      record_reads(ready, std::move(outcomes));
+    }
     if (remaining_ == 0) return Status::ok();
-    if (!cv_.wait_until(lock, deadline,
-                        [this] { return !ready_reads_.empty() || remaining_ == 0; })) {
-      return Status::timed_out(fmt::format(
-          "{} of {} block {}s still running after {:.3f} s; wait again, or destroy the batch "
-          "to cancel them",
-          remaining_, results_.size(), kind_ == Kind::kRead ? "read" : "write",
-          to_seconds(timeout)));
+    while (ready_reads_.empty() && remaining_ != 0) {
+      if (!cv_.wait_until(lock, deadline) && ready_reads_.empty() && remaining_ != 0) {
+        return Status::timed_out(fmt::format(
+            "{} of {} block {}s still running after {:.3f} s; wait again, or destroy the batch "
+            "to cancel them",
+            remaining_, results_.size(), kind_ == Kind::kRead ? "read" : "write",
+            to_seconds(timeout)));
+      }
     }
   }
 }
 
 bool BatchState::poll() {
-  std::unique_lock lock(mu_);
-  verify_ready_locked(lock);
+  MutexLock lock(mu_);
+  while (!ready_reads_.empty()) {
+    const std::vector<IoOp*> ready = std::exchange(ready_reads_, {});
+    lock.unlock();
+    std::vector<Status> outcomes = verify_reads(ready);
+    lock.lock();
+    record_reads(ready, std::move(outcomes));
+  }
   return remaining_ == 0;
 }
 
 void BatchState::cancel_and_wait() {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (remaining_ == 0) return;
   if (submitted_ && ops_in_io_ > 0 && !cancel_requested_) {
     cancel_requested_ = true;
@@ -90,7 +103,7 @@ void BatchState::cancel_and_wait() {
   }
   // No deadline: the contract is that no completion outlives the handle. Cancelled ops complete
   // promptly; ops already in the device finish on their own.
-  cv_.wait(lock, [this] { return ops_in_io_ == 0; });
+  while (ops_in_io_ != 0) cv_.wait(lock);
   // Reads that completed but were never waited for: release them without verifying.
   for (IoOp* op : ready_reads_) {
     store_.abandon_read(*this, *op);

@@ -7,9 +7,10 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <mutex>
 #include <random>
 #include <string>
+
+#include "common/mutex.h"
 
 namespace dualpath::store {
 
@@ -43,23 +44,23 @@ class FixedFaults final : public IoFaults {
   FixedFaults(FileOp op, Fault fault, int64_t count = -1) : op_(op), fault_(fault), left_(count) {}
   Fault on(FileOp op, const std::string&) override {
     if (op != op_) return {};
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (left_ == 0) return {};
     if (left_ > 0) --left_;
     ++injected_;
     return fault_;
   }
   int64_t injected() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return injected_;
   }
 
  private:
   const FileOp op_;
   const Fault fault_;
-  mutable std::mutex mu_;
-  int64_t left_;           // guarded by mu_
-  int64_t injected_ = 0;   // guarded by mu_
+  mutable Mutex mu_;
+  int64_t left_ DP_GUARDED_BY(mu_);
+  int64_t injected_ DP_GUARDED_BY(mu_) = 0;
 };
 
 // Fails each read, write, fsync and rename with probability `p` (EIO; ENOSPC for writes),
@@ -69,21 +70,21 @@ class RandomFaults final : public IoFaults {
   RandomFaults(double p, uint64_t seed) : p_(p), rng_(seed) {}
   Fault on(FileOp op, const std::string&) override {
     if (op == FileOp::kOpenRead || op == FileOp::kCreate || op == FileOp::kAllocate) return {};
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (std::uniform_real_distribution<double>(0, 1)(rng_) >= p_) return {};
     ++injected_;
     return {op == FileOp::kWrite ? ENOSPC : EIO, -1};
   }
   int64_t injected() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return injected_;
   }
 
  private:
   const double p_;
-  mutable std::mutex mu_;
-  std::mt19937_64 rng_;   // guarded by mu_
-  int64_t injected_ = 0;  // guarded by mu_
+  mutable Mutex mu_;
+  std::mt19937_64 rng_ DP_GUARDED_BY(mu_);
+  int64_t injected_ DP_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace dualpath::store

@@ -91,7 +91,7 @@ Status IoWorker::init_ring() {
 IoWorker::~IoWorker() {
   if (thread_.joinable()) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     uint64_t one = 1;
@@ -105,7 +105,7 @@ IoWorker::~IoWorker() {
 
 void IoWorker::submit(std::shared_ptr<IoGroup> group) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     incoming_.push_back(std::move(group));
   }
   uint64_t one = 1;
@@ -115,7 +115,7 @@ void IoWorker::submit(std::shared_ptr<IoGroup> group) {
 
 void IoWorker::cancel(IoGroup* group) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     cancels_.push_back(group);
   }
   uint64_t one = 1;
@@ -127,7 +127,7 @@ void IoWorker::take_incoming() {
   std::vector<std::shared_ptr<IoGroup>> incoming;
   std::vector<IoGroup*> cancels;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     incoming.swap(incoming_);
     cancels.swap(cancels_);
     stopping_ = stop_;

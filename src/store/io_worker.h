@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -27,6 +26,7 @@
 #include "dualpath/result.h"
 #include "dualpath/units.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/token_bucket.h"
 
 struct io_uring;
@@ -105,10 +105,10 @@ class IoWorker {
   uint64_t wake_buffer_ = 0;  // worker thread: target of the armed eventfd read
   bool wake_armed_ = false;   // worker thread
 
-  std::mutex mu_;
-  std::vector<std::shared_ptr<IoGroup>> incoming_;  // guarded by mu_
-  std::vector<IoGroup*> cancels_;                   // guarded by mu_
-  bool stop_ = false;                               // guarded by mu_
+  Mutex mu_;
+  std::vector<std::shared_ptr<IoGroup>> incoming_ DP_GUARDED_BY(mu_);
+  std::vector<IoGroup*> cancels_ DP_GUARDED_BY(mu_);
+  bool stop_ DP_GUARDED_BY(mu_) = false;
 
   // Worker-thread state.
   struct GroupState {

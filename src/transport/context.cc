@@ -98,7 +98,7 @@ Context::Context(ucp_context* context, ContextOptions options, bool peer_failure
 
 bool Context::overlaps_registration(const std::byte* data, uint64_t size) const {
   auto base = reinterpret_cast<uintptr_t>(data);
-  std::lock_guard lock(registry_mu_);
+  MutexLock lock(registry_mu_);
   auto next = registry_.lower_bound(base);
   bool hit = next != registry_.end() && next->first < base + size;
   if (next != registry_.begin()) {
@@ -109,18 +109,18 @@ bool Context::overlaps_registration(const std::byte* data, uint64_t size) const 
 }
 
 void Context::add_registration(const std::byte* data, uint64_t size, ucp_mem* memh) {
-  std::lock_guard lock(registry_mu_);
+  MutexLock lock(registry_mu_);
   registry_[reinterpret_cast<uintptr_t>(data)] = Registration{size, memh};
 }
 
 void Context::remove_registration(const std::byte* data) {
-  std::lock_guard lock(registry_mu_);
+  MutexLock lock(registry_mu_);
   registry_.erase(reinterpret_cast<uintptr_t>(data));
 }
 
 ucp_mem* Context::find_registration(const std::byte* data, uint64_t size) const {
   auto p = reinterpret_cast<uintptr_t>(data);
-  std::lock_guard lock(registry_mu_);
+  MutexLock lock(registry_mu_);
   auto it = registry_.upper_bound(p);
   if (it == registry_.begin()) return nullptr;
   --it;

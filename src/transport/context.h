@@ -11,11 +11,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "dualpath/result.h"
 
 struct ucp_context;  // UCX's opaque types; only transport/*.cc sees their definitions.
@@ -78,8 +78,8 @@ class Context {
   ContextOptions options_;
   bool peer_failure_detection_;
   uint64_t id_;
-  mutable std::mutex registry_mu_;
-  std::map<uintptr_t, Registration> registry_;  // by base address; guarded by registry_mu_
+  mutable Mutex registry_mu_;
+  std::map<uintptr_t, Registration> registry_ DP_GUARDED_BY(registry_mu_);  // by base address
 };
 
 }  // namespace dualpath::transport

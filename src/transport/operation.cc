@@ -1,5 +1,6 @@
 #include "transport/operation.h"
 
+#include <chrono>
 #include <utility>
 
 #include "common/log.h"
@@ -9,7 +10,7 @@ namespace dualpath::transport {
 void OpState::complete(const Status& status) {
   CompletionCallback callback;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (done_ || completing_) return;
     completing_ = true;
     callback = std::move(callback_);
@@ -18,7 +19,7 @@ void OpState::complete(const Status& status) {
   // The callback runs before waiters wake, so a waiter sees its effects.
   if (callback) callback(status);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     done_ = true;
     status_ = status;
   }
@@ -26,26 +27,29 @@ void OpState::complete(const Status& status) {
 }
 
 bool OpState::done() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return done_;
 }
 
 Status OpState::status() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return done_ ? status_ : Status::in_progress();
 }
 
 Status OpState::wait_for(Duration timeout) {
   if (std::this_thread::get_id() == progress_thread_) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (done_) return status_;
     return Status::failed_precondition(
         "an operation was waited on from the progress thread that completes it; wait from "
         "another thread or use OpOptions::on_complete");
   }
-  std::unique_lock lock(mu_);
-  if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
-    return Status::timed_out("operation still running after the wait's timeout");
+  MutexLock lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done_) {
+    if (!cv_.wait_until(lock, deadline) && !done_) {
+      return Status::timed_out("operation still running after the wait's timeout");
+    }
   }
   return status_;
 }
@@ -53,7 +57,7 @@ Status OpState::wait_for(Duration timeout) {
 void OpState::request_cancel() {
   std::function<void()> canceller;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (done_ || completing_) return;
     canceller = std::exchange(canceller_, nullptr);
   }
@@ -61,7 +65,7 @@ void OpState::request_cancel() {
 }
 
 void OpState::set_canceller(std::function<void()> canceller) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!done_ && !completing_) canceller_ = std::move(canceller);
 }
 

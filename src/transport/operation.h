@@ -11,12 +11,11 @@
 // for the rest, so no completion can touch a freed buffer; the buffers must outlive the handle.
 // Thread-safe: any thread may wait; the progress thread must never wait (it would wait on itself).
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "dualpath/status.h"
 #include "dualpath/units.h"
 
@@ -50,13 +49,13 @@ class OpState {
   std::thread::id progress_thread() const { return progress_thread_; }
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;                // guarded by mu_
-  bool completing_ = false;          // guarded by mu_; the callback is running
-  Status status_;                    // guarded by mu_
-  CompletionCallback callback_;      // guarded by mu_ until done_
-  std::function<void()> canceller_;  // guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool done_ DP_GUARDED_BY(mu_) = false;
+  bool completing_ DP_GUARDED_BY(mu_) = false;  // the callback is running
+  Status status_ DP_GUARDED_BY(mu_);
+  CompletionCallback callback_ DP_GUARDED_BY(mu_);  // until done_
+  std::function<void()> canceller_ DP_GUARDED_BY(mu_);
   const std::thread::id progress_thread_;
 };
 

@@ -2,13 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <condition_variable>
 #include <deque>
 #include <future>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 
+#include "common/mutex.h"
 #include "common/token_bucket.h"
 #include "transport/worker_core.h"
 
@@ -55,7 +54,7 @@ struct TrafficManager::Core {
     if (queues[c].empty()) arbiter.activate(t->cls);
     queues[c].push_back(t.get());
     {
-      std::lock_guard lock(stats_mu);
+      MutexLock lock(stats_mu);
       stats.transfers[c] += 1;
     }
     arm_timer(t->deadline);
@@ -196,7 +195,7 @@ struct TrafficManager::Core {
     arbiter.charge(cls, bytes);
     if (bucket) bucket->consume(static_cast<int64_t>(bytes), since_epoch(now));
     inflight_bytes[static_cast<int>(cls)] += bytes;
-    std::lock_guard lock(stats_mu);
+    MutexLock lock(stats_mu);
     stats.bytes[static_cast<int>(cls)] += bytes;
     stats.batches += 1;
     stats.pieces += pieces;
@@ -241,7 +240,7 @@ struct TrafficManager::Core {
     if (node.empty()) return;
     node.mapped()->state->complete(node.mapped()->error);
     if (transfers.empty()) {
-      std::lock_guard lock(idle_mu);
+      MutexLock lock(idle_mu);
       idle_cv.notify_all();
     }
   }
@@ -311,10 +310,10 @@ struct TrafficManager::Core {
   std::array<uint64_t, kTrafficClassCount> inflight_bytes{};  // handed to UCX, not complete
   bool in_pump = false;
   std::optional<WorkerCore::TimerKey> timer;
-  std::mutex idle_mu;  // with idle_cv: the destructor waits for `transfers` to drain
-  std::condition_variable idle_cv;
-  mutable std::mutex stats_mu;
-  TrafficStats stats;  // guarded by stats_mu (written on the progress thread, read anywhere)
+  Mutex idle_mu;  // with idle_cv: the destructor waits for `transfers` to drain
+  CondVar idle_cv;
+  mutable Mutex stats_mu;
+  TrafficStats stats DP_GUARDED_BY(stats_mu);  // written on the progress thread, read anywhere
 };
 
 Result<std::unique_ptr<TrafficManager>> TrafficManager::create(Worker& worker,
@@ -348,8 +347,8 @@ TrafficManager::~TrafficManager() {
     auto future = drained.get_future();
     worker_.post([core, &drained] { drained.set_value(core->transfers.empty()); });
     if (future.get()) break;
-    std::unique_lock lock(core->idle_mu);
-    core->idle_cv.wait_for(lock, std::chrono::milliseconds(100));
+    MutexLock lock(core->idle_mu);
+    (void)core->idle_cv.wait_for(lock, std::chrono::milliseconds(100));
   }
   local_endpoint_.reset();
   // The last reference may be a cancel task still queued on the progress thread; it finds the
@@ -359,7 +358,7 @@ TrafficManager::~TrafficManager() {
 }
 
 TrafficStats TrafficManager::stats() const {
-  std::lock_guard lock(core_->stats_mu);
+  MutexLock lock(core_->stats_mu);
   return core_->stats;
 }
 

@@ -30,7 +30,7 @@ constexpr uint64_t kAmBufferCacheBytes = 32 * 1024 * 1024;
 
 Status EndpointState::health() const {
   if (!failed.load(std::memory_order_acquire)) return Status::ok();  // pairs with fail_endpoint
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   return failure;
 }
 
@@ -45,7 +45,7 @@ TaskInbox::~TaskInbox() {
 void TaskInbox::push(std::function<void()> task) {
   bool was_empty = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     was_empty = tasks_.empty();
     tasks_.push_back(std::move(task));
     has_tasks_.store(true, std::memory_order_release);
@@ -63,7 +63,7 @@ void TaskInbox::push(std::function<void()> task) {
 
 void TaskInbox::take_all(std::deque<std::function<void()>>& out) {
   if (!has_tasks_.load(std::memory_order_acquire)) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   has_tasks_.store(false, std::memory_order_relaxed);  // relaxed: written under mu_
   out.swap(tasks_);
 }
@@ -551,7 +551,7 @@ void WorkerCore::on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
 
 void WorkerCore::fail_endpoint(EndpointState& state, const Status& why) {
   {
-    std::lock_guard lock(state.mu);
+    MutexLock lock(state.mu);
     if (state.failure.is_ok()) state.failure = why;
   }
   state.failed.store(true, std::memory_order_release);  // pairs with EndpointState::health

@@ -11,13 +11,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "dualpath/status.h"
 #include "transport/am_buffer_pool.h"
 #include "transport/worker.h"
@@ -41,8 +41,8 @@ struct EndpointState {
   // Set (release) by fail() on the progress thread; read (acquire) by callers' validation so a
   // failed endpoint refuses new work without a trip through the inbox.
   std::atomic<bool> failed{false};
-  mutable std::mutex mu;
-  Status failure;  // guarded by mu; the error that closed the endpoint
+  mutable Mutex mu;
+  Status failure DP_GUARDED_BY(mu);  // the error that closed the endpoint
 
   Status health() const;
 };
@@ -67,8 +67,8 @@ class TaskInbox {
 
  private:
   int event_fd_;
-  mutable std::mutex mu_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::deque<std::function<void()>> tasks_ DP_GUARDED_BY(mu_);
   // Mirrors !tasks_.empty() (written under mu_), so an empty inbox costs no lock.
   std::atomic<bool> has_tasks_{false};
   // Set after each write to the eventfd; clear_signal() reads the eventfd only when it is set.
