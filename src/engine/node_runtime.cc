@@ -134,7 +134,7 @@ Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup)
 NodeRuntime::~NodeRuntime() {
   // Imported regions go before their endpoints (members below them are destroyed later).
   {
-    std::lock_guard lock(peers_mu_);
+    MutexLock lock(peers_mu_);
     peers_.clear();
   }
   for (EngineParts& e : engines_) {

@@ -96,6 +96,31 @@ Result<std::string> interface_address(const std::string& name) {
   return found;
 }
 
+// The interface that holds IPv4 address `ip` ("10.0.0.5" -> "eth0"), or an error.
+Result<std::string> interface_of(const std::string& ip) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return Status::io_error("getifaddrs failed");
+  std::string found;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text,
+                sizeof(text));
+    if (ip == text) {
+      found = a->ifa_name;
+      break;
+    }
+  }
+  ::freeifaddrs(list);
+  if (found.empty()) {
+    return Status::invalid_argument(fmt::format(
+        "--listen {}: no interface of this host has that address; give one of its addresses or "
+        "interfaces (`ip -4 addr` lists them)",
+        ip));
+  }
+  return found;
+}
+
 // The local address of the route to host:port (a UDP socket "connected" there sends nothing).
 Result<std::string> address_towards(const HostPort& hp) {
   addrinfo hints{};
@@ -332,12 +357,20 @@ int run_node(const NodeArgs& args) {
         who, args.scheduler);
     return 2;
   }
-  // The Node service listens where the scheduler reaches this node.
+  // The Node service listens where the scheduler reaches this node; UCX uses the interface
+  // (by name: UCX_NET_DEVICES takes devices, not addresses).
   std::string bind_host;
+  std::string ucx_device = args.listen;
   if (!args.listen.empty()) {
     in_addr a{};
     if (::inet_pton(AF_INET, args.listen.c_str(), &a) == 1) {
       bind_host = args.listen;
+      auto dev = interface_of(args.listen);
+      if (!dev.is_ok()) {
+        DP_LOG_ERROR("{}: {}", who, dev.status().message());
+        return 2;
+      }
+      ucx_device = *dev;
     } else {
       auto ip = interface_address(args.listen);
       if (!ip.is_ok()) {
@@ -429,7 +462,7 @@ int run_node(const NodeArgs& args) {
       continue;
     }
     engine::NodeSetup setup = got->setup;
-    if (!args.listen.empty()) setup.net_devices = args.listen;
+    if (!ucx_device.empty()) setup.net_devices = ucx_device;
     const NodeId self{setup.role, setup.index};
     if (rt == nullptr) {
       auto fail = [&](const Status& why) {
@@ -438,7 +471,13 @@ int run_node(const NodeArgs& args) {
         return 1;
       };
       auto created = engine::NodeRuntime::create(setup);
-      if (!created.is_ok()) return fail(created.status());
+      if (!created.is_ok()) {
+        // A device UCX does not know is this node's --listen when it gave one.
+        return fail(args.listen.empty()
+                        ? created.status()
+                        : created.status().with_context(fmt::format(
+                              "--listen {} (UCX device {})", args.listen, ucx_device)));
+      }
       rt = std::move(created).value();
       std::unique_ptr<engine::PrefillEngine> pe;
       std::unique_ptr<engine::DecodeEngine> de;

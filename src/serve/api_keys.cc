@@ -191,29 +191,32 @@ std::vector<std::string> ApiKeys::warnings_for(const std::string& path,
 Result<std::unique_ptr<ApiKeys>> ApiKeys::load(const std::string& path) {
   DP_ASSIGN_OR_RETURN(auto entries, read(path));
   std::unique_ptr<ApiKeys> keys(new ApiKeys(path));
-  keys->warnings_ = warnings_for(path, entries);
-  keys->entries_ = std::make_shared<const std::vector<Entry>>(std::move(entries));
+  {
+    MutexLock lock(keys->mu_);
+    keys->warnings_ = warnings_for(path, entries);
+    keys->entries_ = std::make_shared<const std::vector<Entry>>(std::move(entries));
+  }
   return keys;
 }
 
 Status ApiKeys::reload() {
   DP_ASSIGN_OR_RETURN(auto entries, read(path_));
   std::vector<std::string> warnings = warnings_for(path_, entries);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   entries_ = std::make_shared<const std::vector<Entry>>(std::move(entries));
   warnings_ = std::move(warnings);
   return Status::ok();
 }
 
 std::vector<std::string> ApiKeys::warnings() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return warnings_;
 }
 
 AuthResult ApiKeys::authorize(std::string_view header, Scope needed) const {
   std::shared_ptr<const std::vector<Entry>> entries;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     entries = entries_;
   }
   constexpr std::string_view kBearer = "Bearer ";
@@ -240,14 +243,14 @@ AuthResult ApiKeys::authorize(std::string_view header, Scope needed) const {
 }
 
 bool ApiKeys::any_has(Scope s) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return std::any_of(entries_->begin(), entries_->end(), [s](const Entry& e) {
     return std::find(e.scopes.begin(), e.scopes.end(), s) != e.scopes.end();
   });
 }
 
 std::vector<std::string> ApiKeys::names_lacking(Scope s) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<std::string> out;
   for (const Entry& e : *entries_) {
     if (std::find(e.scopes.begin(), e.scopes.end(), s) == e.scopes.end()) out.push_back(e.name);
@@ -256,7 +259,7 @@ std::vector<std::string> ApiKeys::names_lacking(Scope s) const {
 }
 
 size_t ApiKeys::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return entries_->size();
 }
 

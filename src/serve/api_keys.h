@@ -14,11 +14,11 @@
 
 #include <array>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "dualpath/result.h"
 
 namespace dualpath::serve {
@@ -63,9 +63,9 @@ class ApiKeys {
   explicit ApiKeys(std::string path) : path_(std::move(path)) {}
 
   const std::string path_;
-  mutable std::mutex mu_;
-  std::shared_ptr<const std::vector<Entry>> entries_;  // guarded by mu_ (swapped on reload)
-  std::vector<std::string> warnings_;                  // guarded by mu_
+  mutable Mutex mu_;
+  std::shared_ptr<const std::vector<Entry>> entries_ DP_GUARDED_BY(mu_);  // swapped on reload
+  std::vector<std::string> warnings_ DP_GUARDED_BY(mu_);
 };
 
 // A key's cache_namespace is hashed into the turn's (http_api.h); this bounds the file's text.

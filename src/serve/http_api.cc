@@ -497,20 +497,20 @@ struct HttpApi::Completion {
       : reply(*api.tokenizer_, chat_request, p.stop), chat(chat_request) {
     if (parse_tools) tools.emplace();
   }
-  std::mutex mu;
-  ReplyBuilder reply;                         // guarded by mu
-  std::optional<HermesToolCallParser> tools;  // guarded by mu
+  Mutex mu;
+  ReplyBuilder reply DP_GUARDED_BY(mu);
+  std::optional<HermesToolCallParser> tools DP_GUARDED_BY(mu);
   const bool chat;
-  std::string content;          // guarded by mu: the reply's content (tool calls apart)
-  std::vector<ToolCall> calls;  // guarded by mu
+  std::string content DP_GUARDED_BY(mu);  // the reply's content (tool calls apart)
+  std::vector<ToolCall> calls DP_GUARDED_BY(mu);
   // A stream's: where its chunks go while the turn runs (null before and after, so that a late
   // token event writes nothing), and whether the first token's chunk went.
-  HttpExchange* stream = nullptr;  // guarded by mu
-  bool first = true;               // guarded by mu
+  HttpExchange* stream DP_GUARDED_BY(mu) = nullptr;
+  bool first DP_GUARDED_BY(mu) = true;
   std::function<std::string(const Json& delta_or_text, const Json& finish)> chunk;
 
   // Text from the reply builder into content and calls; a stream's chunks for them.
-  void take(HttpApi& api, const std::string& text, bool at_end) {
+  void take(HttpApi& api, const std::string& text, bool at_end) DP_REQUIRES(mu) {
     HermesToolCallParser::Piece piece;
     if (tools) {
       piece = tools->push(text);
@@ -610,18 +610,23 @@ void HttpApi::completion(const HttpRequest& req,
   if (p.stream) {
     ex.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
     if (chat) (void)ex.write(c->chunk(Json{{"role", "assistant"}, {"content", ""}}, nullptr));
-    std::lock_guard lock(c->mu);
+    MutexLock lock(c->mu);
     c->stream = &ex;
   }
   // Watches the tokens as they come, to end the decode once the reply is over (an end token, a
   // stop string) instead of running it to max_tokens; a stream sends them on.
   turn.on_tokens = [this, c, cancel = turn.cancel](std::span<const int32_t> tokens) {
     try {
-      std::lock_guard lock(c->mu);
-      if (c->reply.done()) return;
-      const std::string delta = c->reply.feed(tokens);
-      if (c->reply.done()) cancel->stop();
-      c->take(*this, delta, /*at_end=*/false);
+      bool over = false;
+      {
+        MutexLock lock(c->mu);
+        if (c->reply.done()) return;
+        const std::string delta = c->reply.feed(tokens);
+        over = c->reply.done();
+        c->take(*this, delta, /*at_end=*/false);
+      }
+      // Outside the lock: a stop reaches the decode node.
+      if (over) cancel->stop();
     } catch (const std::exception& e) {  // the catch boundary of the node link's thread here
       DP_LOG_ERROR("api: a token callback threw (a bug in dualpath): {}", e.what());
       cancel->cancel();
@@ -629,7 +634,7 @@ void HttpApi::completion(const HttpRequest& req,
   };
   auto r = service_.run_turn(std::move(turn));
   // Every output token has reached on_tokens, in order, by the time run_turn returns.
-  std::lock_guard lock(c->mu);
+  MutexLock lock(c->mu);
   c->stream = nullptr;
   const std::optional<Abandon> why = abandoned->get();
   if (!r.is_ok()) {

@@ -212,7 +212,7 @@ class HttpServer::Impl {
   ~Impl() {
     std::vector<std::function<void()>> aborts;
     {
-      std::lock_guard lock(ctx_.mu);
+      MutexLock lock(ctx_.mu);
       ctx_.stopping = true;
       for (auto& [id, abort] : ctx_.live) aborts.push_back(abort);
     }

@@ -29,13 +29,13 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "common/mutex.h"
 #include "common/log.h"
 #include "serve/http_server.h"
 
@@ -68,9 +68,9 @@ struct SessionContext {
   std::atomic<int64_t> open{0};  // relaxed: sessions alive (the connection cap)
 
   // Every live session's abort, for the server's shutdown.
-  std::mutex mu;
-  std::unordered_map<uint64_t, std::function<void()>> live;  // guarded by mu
-  bool stopping = false;                                     // guarded by mu
+  Mutex mu;
+  std::unordered_map<uint64_t, std::function<void()>> live DP_GUARDED_BY(mu);
+  bool stopping DP_GUARDED_BY(mu) = false;
   std::atomic<uint64_t> next_id{1};                          // relaxed: distinct ids
 };
 
@@ -192,7 +192,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
   ~Session() {
     {
-      std::lock_guard lock(ctx_.mu);
+      MutexLock lock(ctx_.mu);
       ctx_.live.erase(id_);
     }
     ctx_.open.fetch_sub(1, std::memory_order_relaxed);
@@ -203,7 +203,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // Registers for shutdown and starts reading (after the TLS handshake).
   void start() {
     {
-      std::lock_guard lock(ctx_.mu);
+      MutexLock lock(ctx_.mu);
       if (ctx_.stopping) return;  // dropped: the server is stopping
       ctx_.live.emplace(id_, [weak = this->weak_from_this()] {
         if (auto s = weak.lock()) s->post([s] { s->shut_down(); });

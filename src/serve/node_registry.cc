@@ -84,7 +84,9 @@ Result<NodeRegistry::Reservation> NodeRegistry::reserve(const control::pb::Regis
   Reservation out;
   {
     MutexLock lock(mu_);
-    auto slot = [&](int i) -> Slot& { return slots_[static_cast<size_t>(node_id({role, i}))]; };
+    auto slot = [&](int i) DP_REQUIRES(mu_) -> Slot& {
+      return slots_[static_cast<size_t>(node_id({role, i}))];
+    };
     if (index >= count) {
       return Status::failed_precondition(fmt::format(
           "{} node {}: the config ({}) declares {} {} node{} ({} = {}); raise {} or start the "

@@ -146,7 +146,7 @@ void ReplyMemo::remember(std::span<const int32_t> prompt,
                          std::vector<int32_t> tokens,
                          std::string_view scope) {
   std::string k = key(scope, prompt, text);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = entries_.find(k); it != entries_.end()) {
     order_.erase(it->second.pos);
     entries_.erase(it);
@@ -163,7 +163,7 @@ std::optional<std::vector<int32_t>> ReplyMemo::find_in(std::string_view scope,
                                                        std::span<const int32_t> prompt,
                                                        const std::string& text) {
   const std::string k = key(scope, prompt, text);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = entries_.find(k);
   if (it == entries_.end()) return std::nullopt;
   order_.splice(order_.begin(), order_, it->second.pos);
@@ -171,7 +171,7 @@ std::optional<std::vector<int32_t>> ReplyMemo::find_in(std::string_view scope,
 }
 
 size_t ReplyMemo::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 

@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "dualpath/result.h"
 
 namespace dualpath::serve {
@@ -167,15 +167,15 @@ class ReplyMemo final : public ReplyLookup {
   size_t size() const;
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   const size_t capacity_;
-  std::list<std::string> order_;  // guarded by mu_: most recent first
+  std::list<std::string> order_ DP_GUARDED_BY(mu_);  // most recent first
   struct Entry {
     std::vector<int32_t> tokens;
     std::list<std::string>::iterator pos;
   };
   // Keyed by the scope, the prompt's digest (16 hex digits) and the text.
-  std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
+  std::unordered_map<std::string, Entry> entries_ DP_GUARDED_BY(mu_);
   static std::string key(std::string_view scope,
                          std::span<const int32_t> prompt,
                          const std::string& text);
