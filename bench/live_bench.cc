@@ -273,9 +273,10 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   r.ttft_mean_s = r.ttft.mean;
   r.tpot_p50_s = r.tpot.p50;
   r.tpot_p99_s = r.tpot.p99;
+  // The simulator's verdict (sim::slo_met): the stop rule's, and no failed turn.
   r.slo_met = r.ttft.count > 0 && r.failed_turns == 0 &&
-              r.ttft.get(options.slo.slo_statistic) <= options.slo.slo_ttft_s &&
-              r.tpot.get(options.slo.slo_statistic) <= options.slo.slo_tpot_s;
+              sim::slo_met(options.slo, r.stop_reason, r.ttft.get(options.slo.slo_statistic),
+                           r.tpot.get(options.slo.slo_statistic));
   // Balance over the nodes allowed to read: every node when both paths run, the prefill nodes
   // for the PE path alone.
   const bool dual = r.de_path_turns > 0;

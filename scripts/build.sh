@@ -27,5 +27,12 @@ case "$variant" in
   *) echo "build.sh: unknown variant '$variant' (use default, asan or tsan)" >&2; exit 2 ;;
 esac
 werror=OFF; [ "${CI:-}" = "true" ] && werror=ON
-[ -f "$dir/build.ninja" ] || cmake -S . -B "$dir" -G Ninja -DDUALPATH_WERROR="$werror" "${extra[@]}" >/dev/null
+# Configured once; the warnings setting follows CI every time, so that `scripts/test.sh` builds
+# with warnings as errors even after `scripts/run.sh` configured the same directory without.
+if [ -f "$dir/build.ninja" ]; then
+  cached=$(sed -n 's/^DUALPATH_WERROR:BOOL=//p' "$dir/CMakeCache.txt" 2>/dev/null || true)
+  [ "$cached" = "$werror" ] || cmake -S . -B "$dir" -DDUALPATH_WERROR="$werror" >/dev/null
+else
+  cmake -S . -B "$dir" -G Ninja -DDUALPATH_WERROR="$werror" "${extra[@]}" >/dev/null
+fi
 cmake --build "$dir" -j "$jobs" "$@"

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "apps/dualpath/cli_util.h"
@@ -41,7 +42,17 @@ int run(const DemoArgs& a) {
   serve_cfg->scheduler.port = 0;  // the demo's own nodes only: any free port
   engine::EngineConfig* cfg = &serve_cfg->engine;
   if (!a.model.empty()) cfg->model = a.model;
-  if (!a.data_dir.empty()) cfg->data_paths = {a.data_dir};
+  if (!a.data_dir.empty()) {
+    // Made when missing, as `serve` makes its store's directory.
+    std::error_code ec;
+    std::filesystem::create_directories(a.data_dir, ec);
+    if (ec) {
+      return usage_error(fmt::format("--data-dir {}: cannot create it ({}); give a writable "
+                                     "directory",
+                                     a.data_dir, ec.message()));
+    }
+    cfg->data_paths = {a.data_dir};
+  }
   if (a.snic_gbps) {
     if (!(*a.snic_gbps >= 0 && *a.snic_gbps <= 1e6)) {
       return usage_error(fmt::format(
@@ -120,7 +131,8 @@ void setup(CLI::App& parent, int& exit_code) {
       "transformer, replaying multi-turn agent sessions. Prints a table; --json for every turn.\n"
       "Examples:\n"
       "  dualpath demo --model tiny --sessions 4 --turns 24 --path auto --seed 1 --json out.json\n"
-      "  dualpath demo --path recompute --data-dir /tmp/kv   # a rerun then hits the blocks\n"
+      "  dualpath demo --path pe --data-dir /tmp/kv   # a rerun with the same dir hits its blocks\n"
+      "  dualpath demo --path recompute   # nothing read: every prompt computed (the reference)\n"
       "  dualpath demo --path split --turns 24          # both nodes read parts of every hit");
   cmd->add_option("--config", args->config_path,
                   "TOML cluster file shared with dualpath sim ([store], [live], [transport])");

@@ -1343,9 +1343,9 @@ void ClusterSim::collect_latencies(SimResult& res) const {
   res.slo_statistic = o.slo_statistic;
   res.slo_ttft_s = o.slo_ttft_s;
   res.slo_tpot_s = o.slo_tpot_s;
-  res.slo_met = res.ttft.count > 0 && res.ttft.get(o.slo_statistic) <= o.slo_ttft_s &&
-                res.tpot.get(o.slo_statistic) <= o.slo_tpot_s;
   res.stop_reason = stopped_ ? stop_reason_ : (trace_ ? "trace_end" : "all_done");
+  res.slo_met = res.ttft.count > 0 && sim::slo_met(o, res.stop_reason, res.ttft.get(o.slo_statistic),
+                                                   res.tpot.get(o.slo_statistic));
   res.agents_arrived = agents_arrived_;
   res.agents_finished = agents_finished_;
   res.finished_agent_time_mean_s =

@@ -36,4 +36,12 @@ std::string_view OnlineStopRule::check(double now, bool apply_ttft_rules) {
   return {};
 }
 
+bool slo_met(const OnlineConfig& config,
+             std::string_view stop_reason,
+             double ttft_statistic,
+             double tpot_statistic) {
+  return stop_reason != "ttft_slo" && ttft_statistic <= config.slo_ttft_s &&
+         tpot_statistic <= config.slo_tpot_s;
+}
+
 }  // namespace dualpath::sim

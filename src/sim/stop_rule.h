@@ -35,4 +35,14 @@ class OnlineStopRule {
   std::vector<double> history_;                    // the window statistic at each check
 };
 
+// The verdict of an online run, the simulator's and the live benchmark's alike: met when its
+// TTFT and TPOT statistics (over the reported window) are within the SLO and the stop rule did
+// not stop it for its TTFT ("ttft_slo"). So the verdict a run prints is the one its stop rule
+// reached: a run stopped past capacity is not met, even when the window reported after the stop
+// reads a little under the SLO.
+bool slo_met(const OnlineConfig& config,
+             std::string_view stop_reason,
+             double ttft_statistic,
+             double tpot_statistic);
+
 }  // namespace dualpath::sim
