@@ -296,24 +296,25 @@ Result<TurnResult> TurnRunner::run_turn(TurnRequest request) {
       path = sched::ReadPath::kRecompute;
       continue;
     }
-    if (de_dead) {
-      // Migrate: what the dead decode node streamed is kept; the next attempt decodes the rest
-      // on another node, loading the blocks persisted so far.
-      if (!streamed.empty()) {
-        produced.insert(produced.end(), streamed.begin(), streamed.end());
-        out.migrated = true;
-        out.migrated_tokens = static_cast<int64_t>(produced.size());
-      }
-      out.failed_nodes.push_back(a.de_node);
-      if (static_cast<int64_t>(produced.size()) >= request.gen_tokens) {
-        out.output_tokens = produced;
-        return out;
-      }
-    }
-    if (pe_dead) out.failed_nodes.push_back(a.pe_node);
     // kUnavailable includes a node too busy to take the call (control/rpc.h).
     const bool retryable = pe_dead || de_dead || last.is_unavailable() || last.is_timed_out();
     if (!retryable) return last;
+    if (!streamed.empty()) {
+      // Migrate: what the decode node streamed before its call failed has reached the client
+      // and is kept, whether or not the registry has seen the node die yet (under load the
+      // call's reset can come first); the next attempt decodes the rest, loading the blocks
+      // persisted so far.
+      produced.insert(produced.end(), streamed.begin(), streamed.end());
+      out.migrated = true;
+      out.migrated_tokens = static_cast<int64_t>(produced.size());
+      if (static_cast<int64_t>(produced.size()) >= request.gen_tokens) {
+        out.output_tokens = produced;
+        if (de_dead) out.failed_nodes.push_back(a.de_node);
+        return out;
+      }
+    }
+    if (de_dead) out.failed_nodes.push_back(a.de_node);
+    if (pe_dead) out.failed_nodes.push_back(a.pe_node);
     out.retried = true;
     DP_LOG_WARN("turn attempt {} failed ({}); {}", attempt, last.to_string(),
                 out.migrated ? "migrating its decode" : "retrying on live nodes");
