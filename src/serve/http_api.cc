@@ -686,6 +686,10 @@ void HttpApi::completion(const HttpRequest& req,
     metrics_.count_request("cancelled");
     return;
   }
+  // Counted before the reply's last byte leaves: a client that scrapes /metrics after its reply
+  // sees its request there.
+  metrics_.observe_turn(*r, c->reply.completion_tokens(), seconds_since(arrived));
+  metrics_.count_request("200");
   if (!p.stream) {
     Json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
     if (chat) {
@@ -727,8 +731,6 @@ void HttpApi::completion(const HttpRequest& req,
     (void)ex.write("data: [DONE]\n\n");
     ex.end();
   }
-  metrics_.observe_turn(*r, c->reply.completion_tokens(), seconds_since(arrived));
-  metrics_.count_request("200");
 }
 
 }  // namespace dualpath::serve
