@@ -163,7 +163,7 @@ def help_flags(binary, sub):
     return _help_cache[key]
 
 
-CMD = re.compile(r"(?:^|[\s`(])(?:\./)?(?:build/)?(dualpath|scripts/run\.sh)\b([^`|;&#>\n]*)")
+CMD = re.compile(r"(?:^|[\s`(])(?:\./)?(?:build/)?(dualpath|scripts/run\.sh)\b((?:(?!dualpath)[^`|;&#>\n])*)")
 
 
 def command_lines(text):
@@ -194,7 +194,7 @@ def check_flags(binary, doc, lineno, text, problems, counter):
                     continue
             rc, flags, _ = help_flags(binary, sub)
             for w in words:
-                f = re.match(r"^(--[a-z0-9][\w-]*)", w)
+                f = re.match(r"^\[?(--[a-z0-9][\w-]*)", w)
                 if not f:
                     continue
                 counter[0] += 1
@@ -257,8 +257,11 @@ def static_check(doc, blocks, prose, binary, strict):
                             "server) right above it" % b.where)
         if b.kind is not None and not shellish:
             problems.append("%s: a docs-test marker on a ```%s block" % (b.where, b.lang or ""))
-        if shellish or b.lang == "":
+        if b.lang in ("text", ""):
             check_flags(binary, doc, b.line, b.text, problems, flags)
+        if shellish:
+            check_flags(binary, doc, b.line, b.text, problems, flags)
+        if True:   # paths: in every block
             for k, l in enumerate(b.text.split("\n")):
                 for p in path_candidates(l, tops):
                     # a path a command writes (--out docs/results) need not exist beforehand
