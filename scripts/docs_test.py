@@ -303,11 +303,19 @@ def ci_text(b, port, no_build):
     t = re.sub(r"\b(localhost|127\.0\.0\.1|SERVER_HOST):%s\b" % DOC_PORT, r"\1:%d" % port, t)
     t = re.sub(r"--port %s\b" % DOC_PORT, "--port %d" % port, t)
     if b.kind == "server":
+        # the server's own port, and any free port for its nodes' scheduler: flags added to the
+        # end of its command, before a trailing comment
         cl = re.sub(r"\\\n\s*", " ", t).strip()
+        extra = ""
         if re.search(r"(dualpath serve|scripts/run\.sh)", cl) and "--port" not in cl:
-            t = t.rstrip() + " --port %d" % port
+            extra += " --port %d" % port
         if "--external-nodes" not in cl and "--scheduler-port" not in cl:
-            t = t.rstrip() + " --scheduler-port 0"
+            extra += " --scheduler-port 0"
+        lines = t.rstrip().split("\n")
+        last = lines[-1]
+        m = re.search(r"\s+#", last)
+        lines[-1] = last[:m.start()] + extra + last[m.start():] if m else last + extra
+        t = "\n".join(lines)
     if no_build:
         t = re.sub(r"\./scripts/run\.sh demo\b", "./build/dualpath demo", t)
         t = re.sub(r"\./scripts/run\.sh\b", "./build/dualpath serve", t)
