@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command of README.md: installs dependencies, builds with warnings as errors, runs every
-# test and the docs' shell blocks (scripts/docs-test.sh), then runs the whole suite again under ASan+UBSan and the concurrent parts under TSan, then
-# every libFuzzer target for 10 s.
+# test and the docs' shell blocks (scripts/docs-test.sh), then runs the whole suite again under
+# ASan+UBSan and the concurrent parts under TSan, then every libFuzzer target for 10 s.
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh quick      the default build's tests and the docs' blocks only
 set -euo pipefail
