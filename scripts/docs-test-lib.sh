@@ -21,11 +21,15 @@ dt_init() {
 
 dt_reset() {
   DT_WHERE=""; DT_RC=0; DT_CMD=""; DT_ERRLINE=""; DT_WANT_RC=0; DT_WHY=""; DT_NOTE=""
-  DT_T0=$EPOCHREALTIME; DT_OUT=/dev/null; DT_FILE=""; DT_BLOCK_LINE=0
+  DT_T0=$EPOCHREALTIME; DT_OUT=/dev/null; DT_FILE=""; DT_BLOCK_LINE=0; DT_ERRSIZE=""
 }
 
 dt_on_err() {
-  if [ "$DT_RC" = 0 ]; then DT_RC=$1; DT_CMD=$2; DT_ERRLINE=$3; fi
+  # the first failure: its status, command, line, and how much output there was by then (the
+  # excerpt ends there, with the failing command's own message)
+  if [ "$DT_RC" = 0 ]; then
+    DT_RC=$1; DT_CMD=$2; DT_ERRLINE=$3; DT_ERRSIZE=$(stat -c %s "$DT_OUT" 2> /dev/null)
+  fi
 }
 
 dt_needs() {
@@ -38,7 +42,7 @@ dt_needs() {
 
 dt_run() {
   DT_WHERE=$1; DT_BLOCK_LINE=$2; DT_FILE=$3; DT_OUT="$DT_META/out-$2"; DT_T0=$EPOCHREALTIME
-  DT_RC=0; DT_CMD=""; DT_ERRLINE=""
+  DT_RC=0; DT_CMD=""; DT_ERRLINE=""; DT_ERRSIZE=""
   if [ -n "$DT_PENDING" ]; then DT_WHY=$DT_PENDING; DT_PENDING=""; return 0; fi
   set -o pipefail
   trap 'dt_on_err $? "$BASH_COMMAND" $LINENO' ERR
@@ -119,7 +123,11 @@ dt_end() {
     echo "ok $DT_WHERE"
   else
     DT_WHY=${DT_WHY%; }
-    tail -n "$lines" "$DT_OUT" > "$excerpt" 2> /dev/null
+    if [ -n "$DT_ERRSIZE" ] && [ "$DT_RC" != "$DT_WANT_RC" ]; then
+      head -c "$DT_ERRSIZE" "$DT_OUT" | tail -n "$lines" > "$excerpt" 2> /dev/null
+    else
+      tail -n "$lines" "$DT_OUT" > "$excerpt" 2> /dev/null
+    fi
     printf 'FAIL\t%s\t%s\t%s\t%s\n' "$DT_WHERE" "$secs" "$DT_WHY" "$excerpt" >> "$DT_RESULTS"
     echo "FAIL $DT_WHERE: $DT_WHY"
     sed 's/^/  | /' "$excerpt"

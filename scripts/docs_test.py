@@ -167,12 +167,26 @@ CMD = re.compile(r"(?:^|[\s`(])(?:\./)?(?:build/)?(dualpath|scripts/run\.sh)\b((
 
 
 def command_lines(text):
-    """Logical command lines of a block (backslash continuations joined)."""
-    return re.sub(r"\\\n\s*", " ", text).split("\n")
+    """Logical command lines of a block (backslash continuations joined), with the offset of
+    each one's first line in the block."""
+    out, cur, start = [], "", 0
+    for k, l in enumerate(text.split("\n")):
+        if not cur:
+            start = k
+        if l.rstrip().endswith("\\"):
+            cur += l.rstrip()[:-1] + " "
+            continue
+        out.append((start, cur + l))
+        cur = ""
+    if cur:
+        out.append((start, cur))
+    return out
 
 
-def check_flags(binary, doc, lineno, text, problems, counter):
-    for cl in command_lines(text):
+def check_flags(binary, doc, lineno, text, problems, counter, first=0):
+    """lineno: the document's line of the text's first line plus `first` (1 for a block, whose
+    text starts after its fence)."""
+    for off, cl in command_lines(text):
         for m in CMD.finditer(cl):
             prog, rest = m.group(1), m.group(2)
             words = rest.split()
@@ -200,13 +214,14 @@ def check_flags(binary, doc, lineno, text, problems, counter):
                 counter[0] += 1
                 if f.group(1) not in flags:
                     problems.append("%s:%d: `dualpath %s` has no flag %s (build/dualpath %s --help)"
-                                    % (doc, lineno, " ".join(sub), f.group(1), " ".join(sub)))
+                                    % (doc, lineno + first + off, " ".join(sub), f.group(1),
+                                       " ".join(sub)))
 
 
 def top_dirs():
-    out = subprocess.run(["git", "-C", REPO, "ls-files"], capture_output=True, text=True).stdout
-    tops = {p.split("/")[0] for p in out.split("\n") if "/" in p}
-    return tops | {"build"}
+    """The repository's top-level directories: a path in the docs starting with one is checked."""
+    return {e for e in os.listdir(REPO)
+            if not e.startswith(".") and os.path.isdir(os.path.join(REPO, e))} | {"build"}
 
 
 def path_candidates(text, tops):
@@ -258,9 +273,9 @@ def static_check(doc, blocks, prose, binary, strict):
         if b.kind is not None and not shellish:
             problems.append("%s: a docs-test marker on a ```%s block" % (b.where, b.lang or ""))
         if b.lang in ("text", ""):
-            check_flags(binary, doc, b.line, b.text, problems, flags)
+            check_flags(binary, doc, b.line, b.text, problems, flags, 1)
         if shellish:
-            check_flags(binary, doc, b.line, b.text, problems, flags)
+            check_flags(binary, doc, b.line, b.text, problems, flags, 1)
         if True:   # paths: in every block
             for k, l in enumerate(b.text.split("\n")):
                 for p in path_candidates(l, tops):
@@ -485,9 +500,11 @@ def main():
                     print(output)
                 passed += ran - fails
                 failed += fails
-                print("%s: %d blocks run (%d failed), %d skipped; %d paths in the prose exist%s (%.0f s)"
-                      % (doc, ran, fails, skipped, npaths if not problems else 0,
-                         "" if not problems else " [see FAIL above]", time.time() - t0), flush=True)
+                print("%s: %d blocks run (%d failed), %d skipped; %s (%.0f s)"
+                      % (doc, ran, fails, skipped,
+                         "%d paths in the prose exist" % npaths if not problems else
+                         "%d problems in the prose and flags (above)" % len(problems),
+                         time.time() - t0), flush=True)
     finally:
         if a.keep:
             print("docs-test: kept %s" % root)
