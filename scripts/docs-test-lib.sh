@@ -56,10 +56,13 @@ dt_stop_server() {
   [ -n "$DT_SERVER_PID" ] || return 0
   local pid=$DT_SERVER_PID i
   DT_SERVER_PID=""
-  kill -INT -- "-$pid" 2> /dev/null
-  for i in $(seq 1 300); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+  # SIGTERM (serve stops its nodes cleanly), to the whole group; SIGINT would not do: a
+  # background job of a non-interactive shell ignores it
+  kill -TERM -- "-$pid" 2> /dev/null
+  for i in $(seq 1 200); do kill -0 -- "-$pid" 2> /dev/null || break; sleep 0.1; done
   kill -KILL -- "-$pid" 2> /dev/null
   wait "$pid" 2> /dev/null
+  rm -f "$DT_META/server.pgid"
   return 0
 }
 
@@ -70,6 +73,7 @@ dt_server() {
   if [ -n "$DT_PENDING" ]; then DT_WHY=$DT_PENDING; DT_PENDING=""; return 0; fi
   setsid bash "$DT_FILE" > "$DT_OUT" 2>&1 < /dev/null &
   DT_SERVER_PID=$!
+  echo "$DT_SERVER_PID" > "$DT_META/server.pgid"   # for the harness, should this shell be killed
   for i in $(seq 1 $((timeout * 5))); do
     if grep -q ready "$DT_OUT"; then DT_NOTE="ready"; return 0; fi
     if ! kill -0 "$DT_SERVER_PID" 2> /dev/null; then

@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +31,7 @@ MARK = re.compile(r"^\s*<!--\s*docs-test:(.*?)(-->)?\s*$")
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)")
 DOC_PORT = "8000"          # the port the docs write; each document gets a free one instead
 SERVER_TIMEOUT_S = 180     # a server block must print `ready` (or answer on its port) by then
-DOC_TIMEOUT_S = 600        # one document's cram run
+DOC_TIMEOUT_S = int(os.environ.get("DOCS_TEST_DOC_TIMEOUT_S", "600"))   # one document's cram run
 
 
 class Block:
@@ -423,18 +424,51 @@ def run_doc(doc, t, results, env, verbose):
         seen = len(lines) - 1
 
     t0 = time.time()
-    while proc.poll() is None:
-        poll()
-        if time.time() - t0 > DOC_TIMEOUT_S:
-            os.killpg(proc.pid, 9)
-            recs.append(("FAIL", doc, "timed out after %d s" % DOC_TIMEOUT_S, ""))
-            print("FAIL %s: timed out after %d s" % (doc, DOC_TIMEOUT_S), flush=True)
-            break
-        time.sleep(0.3)
+    try:
+        while proc.poll() is None:
+            poll()
+            if time.time() - t0 > DOC_TIMEOUT_S:
+                recs.append(("FAIL", doc, "timed out after %d s" % DOC_TIMEOUT_S, ""))
+                print("FAIL %s: timed out after %d s" % (doc, DOC_TIMEOUT_S), flush=True)
+                stop_group(proc.pid, proc=proc)
+                break
+            time.sleep(0.3)
+    finally:
+        if proc.poll() is None:
+            stop_group(proc.pid, proc=proc)
+        # a server the session left behind (it was killed before its EXIT trap ran)
+        pgid_file = os.path.join(os.path.dirname(results), "server.pgid")
+        if os.path.exists(pgid_file):
+            try:
+                stop_group(int(open(pgid_file).read().strip()))
+            except ValueError:
+                pass
     output = proc.stdout.read()
     proc.wait()
     poll()
     return recs, output
+
+
+def stop_group(pgid, grace_s=30, proc=None):
+    """SIGTERM to a process group (serve stops its nodes), SIGKILL if it outlives grace_s.
+    proc: the group's leader when it is our child (reaped here, or it would count as alive)."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    t = time.time()
+    while time.time() - t < grace_s:
+        if proc is not None:
+            proc.poll()
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def main():
