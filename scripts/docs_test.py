@@ -419,8 +419,9 @@ def run_doc(doc, t, results, env, verbose):
                 print("FAIL %s (%s s): %s" % (where, secs, why), flush=True)
                 if excerpt and os.path.exists(excerpt):
                     with open(excerpt, errors="replace") as fh:
-                        for x in fh.read().rstrip("\n").split("\n"):
-                            print("       | " + x, flush=True)
+                        text = fh.read().rstrip("\n")
+                    for x in text.split("\n") if text.strip() else []:
+                        print("       | " + x, flush=True)
         seen = len(lines) - 1
 
     t0 = time.time()
