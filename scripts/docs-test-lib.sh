@@ -105,7 +105,10 @@ dt_expect() {
       if [ ! -f "$file" ]; then DT_WHY+="no file $file; "
       else jq -e "$expr" "$file" > /dev/null 2>&1 || DT_WHY+="$file fails: $expr; "; fi ;;
     file) [ -s "$arg" ] || DT_WHY+="the block did not write $arg; " ;;
-    server-log) grep -Eq -- "$arg" "$DT_OUT" || DT_WHY+="the server's log has no /$arg/; " ;;
+    mode)
+      file=${arg%% *}; expr=${arg#* }
+      [ "$(stat -c %a "$file" 2> /dev/null)" = "$expr" ] ||
+        DT_WHY+="$file has mode $(stat -c %a "$file" 2> /dev/null || echo '(none)'), not $expr; " ;;
     *) DT_WHY+="unknown expectation $kind; " ;;
   esac
   return 0

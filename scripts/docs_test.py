@@ -74,7 +74,7 @@ def parse_markers(lines, block):
                 block.ci_forms.append((old.strip(), new.strip()))
         elif head == "expect":
             kind, _, arg = rest.partition(" ")
-            if kind not in ("json", "grep", "no-grep", "exit", "file", "jq-file", "server-log"):
+            if kind not in ("json", "grep", "no-grep", "exit", "file", "jq-file", "mode"):
                 block.errors.append("unknown expect kind %r" % kind)
             block.expects.append((kind, arg.strip()))
         elif head == "needs":
