@@ -412,7 +412,7 @@ def run_doc(doc, t, results, env, verbose):
             verdict, where, secs, why, excerpt = (l.split("\t") + ["", "", "", ""])[:5]
             recs.append((verdict, where, why, secs))
             if verdict == "ok":
-                print("ok   %s (%s s)%s" % (where, secs, "  " + why if why else ""), flush=True)
+                print("ok %s (%s s)%s" % (where, secs, "  " + why if why else ""), flush=True)
             elif verdict == "skip":
                 print("skip %s: %s" % (where, why), flush=True)
             else:
@@ -514,7 +514,7 @@ def main():
                     print("       " + p)
             else:
                 passed += 1
-                print("ok   %s: markers, %d flags of dualpath commands, %d paths" % (doc, nflags, npaths))
+                print("ok %s: markers, %d flags of dualpath commands, %d paths" % (doc, nflags, npaths))
             if not a.static:
                 t0 = time.time()
                 recs, output = run_doc(doc, t, results, env, a.verbose)
