@@ -28,6 +28,7 @@ pkgs=(
   iproute2 ethtool python3      # the network-fault test: namespaces, veth, a bridge (src/serve/netns)
   wamerican                     # /usr/share/dict/words: the built-in model's readability test
   gnuplot-nox                   # PNG/SVG figures (docs/results)
+  python3-cram                  # scripts/docs-test.sh: the docs' shell blocks run as cram tests (docs/docs-test.md)
 )
 
 missing=()

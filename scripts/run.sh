@@ -6,7 +6,7 @@
 # `dualpath serve` (see `build/dualpath serve -h`); `scripts/run.sh demo` runs the session replay
 # (`dualpath demo`) instead.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh default
 if [ "${1:-}" = demo ]; then

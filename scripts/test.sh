@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test command of README.md: installs dependencies, builds with warnings as errors, runs every
-# test, then runs the whole suite again under ASan+UBSan and the concurrent parts under TSan, then
-# every libFuzzer target for 10 s.
+# test and the docs' shell blocks (scripts/docs-test.sh), then runs the whole suite again under
+# ASan+UBSan and the concurrent parts under TSan, then every libFuzzer target for 10 s.
 #   scripts/test.sh            everything (what CI runs)
-#   scripts/test.sh quick      the default build's tests only
+#   scripts/test.sh quick      the default build's tests and the docs' blocks only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each stage's wall time, printed as it ends and as a table at exit (pass or fail), so that CI's
@@ -21,6 +21,10 @@ stage "build default"
 ./scripts/build.sh default
 stage "tests default"
 (cd build && ctest --output-on-failure -j 2)
+# The docs' shell blocks against this build (docs/docs-test.md): README.md, docs/deploy.md and
+# the user-facing commands of docs/api.md, bench.md and serve.md, in their CI forms.
+stage "docs"
+./scripts/docs-test.sh
 [ "${1:-}" = "quick" ] && exit 0
 stage "build asan"
 ./scripts/build.sh asan
