@@ -22,7 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kServerVersion = "0.1.0";
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -453,7 +453,7 @@ void HttpApi::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange
     case Route::kHealth:
       return exchange->respond(health());
     case Route::kVersion:
-      return exchange->respond(json_response(200, Json{{"version", kVersion}}));
+      return exchange->respond(json_response(200, Json{{"version", kServerVersion}}));
     case Route::kMetrics: {
       HttpResponse m;
       m.content_type = "text/plain; version=0.0.4";
