@@ -245,6 +245,16 @@ def expand_braces(p):
     return out
 
 
+SHARED = os.path.join(os.path.dirname(REPO), "shared")
+
+
+def unchecked_shared(p):
+    """A path in ../shared/ where the repository has no shared folder beside it (a clone made
+    elsewhere): the docs say where the traces live; such a path is not checked, and a block
+    that needs one is skipped, saying why."""
+    return p.startswith("../shared/") and not os.path.isdir(SHARED)
+
+
 def path_exists(p):
     for q in expand_braces(p):
         full = os.path.normpath(os.path.join(REPO, q))   # ../shared/ is beside the repository
@@ -283,10 +293,14 @@ def static_check(doc, blocks, prose, binary, strict):
                     # a path a command writes (--out docs/results) need not exist beforehand
                     if OUTPUTS.search(l[: l.find(p)]):
                         continue
+                    if unchecked_shared(p):
+                        continue
                     paths.add(p)
                     if not path_exists(p):
                         problems.append("%s:%d: no such path %s" % (doc, b.line + 1 + k, p))
         for n in b.needs:
+            if unchecked_shared(n):
+                continue
             paths.add(n)
             if not path_exists(n):
                 problems.append("%s: needs %s, which does not exist" % (b.where, n))
@@ -294,6 +308,8 @@ def static_check(doc, blocks, prose, binary, strict):
         for code in re.findall(r"`([^`]+)`", l):
             check_flags(binary, doc, lineno, code, problems, flags)
         for p in path_candidates(l, tops):
+            if unchecked_shared(p):
+                continue
             paths.add(p)
             if not path_exists(p):
                 problems.append("%s:%d: no such path %s" % (doc, lineno, p))
@@ -360,9 +376,12 @@ def write_cram(doc, blocks, root, port, no_build):
     for b in blocks:
         if b.kind not in ("run", "server", "skip"):
             continue
-        if b.kind == "skip":
-            out += ["%s: skip: %s" % (b.where, b.reason),
-                    "  $ dt_skip %s %s" % (q(b.where), q(b.reason)), ""]
+        reason = b.reason if b.kind == "skip" else next(
+            ("needs %s: no shared/ folder beside the repository" % n
+             for n in b.needs if unchecked_shared(n)), None)
+        if reason:
+            out += ["%s: skip: %s" % (b.where, reason),
+                    "  $ dt_skip %s %s" % (q(b.where), q(reason)), ""]
             continue
         text = ci_text(b, port, no_build)
         f = os.path.join(meta, "block-%d.sh" % b.line)
@@ -489,9 +508,8 @@ def main():
         return 1
     root = tempfile.mkdtemp(prefix="docs-test-")
     # the docs' ../shared/ is beside the repository: so it is beside each scratch directory
-    shared = os.path.join(os.path.dirname(REPO), "shared")
-    if os.path.isdir(shared):
-        os.symlink(shared, os.path.join(root, "shared"))
+    if os.path.isdir(SHARED):
+        os.symlink(SHARED, os.path.join(root, "shared"))
     bindir = os.path.join(root, "bin")
     os.makedirs(bindir)
     os.symlink(binary, os.path.join(bindir, "dualpath"))
