@@ -138,25 +138,17 @@ def help_flags(binary, sub):
     key = tuple(sub)
     if key not in _help_cache:
         r = subprocess.run([binary] + sub + ["--help"], capture_output=True, text=True)
-        flags = set()
-        in_opts = False
+        # One pass over CLI11's help: the flags under "Options:", the names under "Subcommands:".
+        flags, subs, section = set(), set(), None
         for l in r.stdout.split("\n"):
-            if l.startswith("Options:"):
-                in_opts = True
+            if l.startswith(("Options:", "Subcommands:")):
+                section = l.split(":")[0]
                 continue
-            if l.startswith("Subcommands:"):
-                in_opts = False
-            if in_opts:
+            if section == "Options":
                 m = re.match(r"^\s+(?:-\w,)?(--[\w-]+)", l)
                 if m:
                     flags.add(m.group(1))
-        subs = set()
-        in_subs = False
-        for l in r.stdout.split("\n"):
-            if l.startswith("Subcommands:"):
-                in_subs = True
-                continue
-            if in_subs:
+            elif section == "Subcommands":
                 m = re.match(r"^  (\w[\w-]*)\s", l)
                 if m:
                     subs.add(m.group(1))
