@@ -653,17 +653,16 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
     // 1-minute soak saw 102 -> 135 -> ... in one sample), so the last sample alone would flag them.
     int64_t max_fds = 0;
     for (size_t i = ref; i < ss.size(); ++i) max_fds = std::max(max_fds, ss[i].open_fds);
-    const size_t tail = std::max<size_t>(2, (ss.size() - ref) / 4);
+    const size_t late = std::min(ss.size() - ref, std::max<size_t>(2, (ss.size() - ref) / 4));
     int64_t late_fds = b.open_fds;
-    for (size_t i = ss.size() - std::min(tail, ss.size() - ref); i < ss.size(); ++i) {
+    for (size_t i = ss.size() - late; i < ss.size(); ++i) {
       late_fds = std::min(late_fds, ss[i].open_fds);
     }
     result.verdicts.push_back(
         {"open fds", late_fds <= a.open_fds + 4,
          fmt::format("{} at {:.0f} s, at least {} over the last {} samples ({} at the end), at "
                      "most {} in between (limit +4)",
-                     a.open_fds, a.t_s, late_fds, std::min(tail, ss.size() - ref), b.open_fds,
-                     max_fds)});
+                     a.open_fds, a.t_s, late_fds, late, b.open_fds, max_fds)});
     result.verdicts.push_back(
         {"store bytes", b.store_bytes <= o.store_capacity_bytes,
          fmt::format("{:.1f} MiB at the end, capacity {:.1f} MiB", b.store_bytes / 1048576.0,

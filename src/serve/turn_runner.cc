@@ -299,6 +299,8 @@ Result<TurnResult> TurnRunner::run_turn(TurnRequest request) {
     // kUnavailable includes a node too busy to take the call (control/rpc.h).
     const bool retryable = pe_dead || de_dead || last.is_unavailable() || last.is_timed_out();
     if (!retryable) return last;
+    if (de_dead) out.failed_nodes.push_back(a.de_node);
+    if (pe_dead) out.failed_nodes.push_back(a.pe_node);
     if (!streamed.empty()) {
       // Migrate: what the decode node streamed before its call failed has reached the client
       // and is kept, whether or not the registry has seen the node die yet (under load the
@@ -309,12 +311,9 @@ Result<TurnResult> TurnRunner::run_turn(TurnRequest request) {
       out.migrated_tokens = static_cast<int64_t>(produced.size());
       if (static_cast<int64_t>(produced.size()) >= request.gen_tokens) {
         out.output_tokens = produced;
-        if (de_dead) out.failed_nodes.push_back(a.de_node);
         return out;
       }
     }
-    if (de_dead) out.failed_nodes.push_back(a.de_node);
-    if (pe_dead) out.failed_nodes.push_back(a.pe_node);
     out.retried = true;
     DP_LOG_WARN("turn attempt {} failed ({}); {}", attempt, last.to_string(),
                 out.migrated ? "migrating its decode" : "retrying on live nodes");
