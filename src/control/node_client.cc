@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "control/rpc.h"
 
 namespace dualpath::control {
@@ -115,10 +117,42 @@ Result<pb::PrepareReply> NodeClient::prepare(const pb::PrepareRequest& request,
   return unary<pb::PrepareReply>(&pb::Node::Stub::Prepare, request, timeout, "prepare", group);
 }
 
+template <class Reply, class Event, class OnEvent>
+Result<Reply> NodeClient::read_stream(Call& call,
+                                      std::unique_ptr<grpc::ClientReader<Event>> reader,
+                                      const OnEvent& on_event,
+                                      std::string_view what) {
+  Event event;
+  std::optional<Reply> reply;
+  while (reader->Read(&event)) {
+    call.last_progress_ns.store(clock_.now().count(), std::memory_order_relaxed);
+    if (event.has_done()) {
+      reply = std::move(*event.mutable_done());
+    } else {
+      on_event(event);
+    }
+  }
+  const grpc::Status s = reader->Finish();
+  DP_RETURN_IF_ERROR(end(call, s, what));
+  if (!reply) {
+    return Status::internal(
+        fmt::format("{} on {}: the stream ended without a reply", what, name_));
+  }
+  return std::move(*reply);
+}
+
 Result<pb::PrefillReply> NodeClient::prefill(const pb::PrefillRequest& request,
                                              Duration timeout,
+                                             const std::function<void(int64_t)>& on_read_done,
                                              CallGroup* group) {
-  return unary<pb::PrefillReply>(&pb::Node::Stub::Prefill, request, timeout, "prefill", group);
+  Call call;
+  DP_RETURN_IF_ERROR(begin(call, timeout, group));
+  return read_stream<pb::PrefillReply>(
+      call, stub_->Prefill(&call.context, request),
+      [&](const pb::PrefillEvent& e) {
+        if (e.has_read_done() && on_read_done) on_read_done(e.read_done().tokens());
+      },
+      "prefill");
 }
 
 Result<pb::DecodeReply> NodeClient::decode(
@@ -129,24 +163,12 @@ Result<pb::DecodeReply> NodeClient::decode(
   Call call;
   call.idle_timeout = idle_timeout;
   DP_RETURN_IF_ERROR(begin(call, Duration(0), group));
-  std::unique_ptr<grpc::ClientReader<pb::DecodeEvent>> reader =
-      stub_->Decode(&call.context, request);
-  pb::DecodeEvent event;
-  std::optional<pb::DecodeReply> reply;
-  while (reader->Read(&event)) {
-    call.last_progress_ns.store(clock_.now().count(), std::memory_order_relaxed);
-    if (event.has_tokens()) {
-      if (on_tokens) on_tokens(event.tokens());
-    } else if (event.has_done()) {
-      reply = std::move(*event.mutable_done());
-    }
-  }
-  const grpc::Status s = reader->Finish();
-  DP_RETURN_IF_ERROR(end(call, s, "decode"));
-  if (!reply) {
-    return Status::internal(fmt::format("decode on {}: the stream ended without a reply", name_));
-  }
-  return std::move(*reply);
+  return read_stream<pb::DecodeReply>(
+      call, stub_->Decode(&call.context, request),
+      [&](const pb::DecodeEvent& e) {
+        if (e.has_tokens() && on_tokens) on_tokens(e.tokens());
+      },
+      "decode");
 }
 
 Status NodeClient::release(uint64_t request_id, Duration timeout) {

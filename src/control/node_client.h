@@ -69,8 +69,11 @@ class NodeClient {
   Result<pb::PrepareReply> prepare(const pb::PrepareRequest& request,
                                    Duration timeout,
                                    CallGroup* group = nullptr);
+  // A prefill: `on_read_done` (may be empty) is called on the calling thread when the node says
+  // its storage read is in, with the tokens it read; returns the final reply.
   Result<pb::PrefillReply> prefill(const pb::PrefillRequest& request,
                                    Duration timeout,
+                                   const std::function<void(int64_t)>& on_read_done = {},
                                    CallGroup* group = nullptr);
   // Streams a decode: each token batch goes to `on_tokens` on the calling thread, in order, as
   // it arrives; returns the final reply. kTimedOut after `idle_timeout` with no message.
@@ -105,6 +108,13 @@ class NodeClient {
   // Unregisters it and turns the RPC's status into ours: the close reason when the client was
   // closed under it, kTimedOut when it went idle.
   Status end(Call& call, const grpc::Status& status, std::string_view what);
+  // Reads a stream of events (a oneof whose `done` is the reply) to its end, each other event
+  // to `on_event`; the call must have begun.
+  template <class Reply, class Event, class OnEvent>
+  Result<Reply> read_stream(Call& call,
+                            std::unique_ptr<grpc::ClientReader<Event>> reader,
+                            const OnEvent& on_event,
+                            std::string_view what);
   template <class Reply, class Request, class Method>
   Result<Reply> unary(Method method,
                       const Request& request,

@@ -1,7 +1,7 @@
 // The control plane's RPC layer against a real gRPC server on loopback: mutual TLS admits only
 // holders of the cluster credential, a Status crosses the wire exactly, a closed client fails
-// its calls in flight at once, and a decode that stops streaming ends at its idle deadline (on a
-// ManualClock).
+// its calls in flight at once, a decode that stops streaming ends at its idle deadline (on a
+// ManualClock), and a prefill's read_done arrives while the prefill still runs.
 #include "control/rpc.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +50,23 @@ class TestNode final : public pb::Node::Service {
     writer->Write(e);
     while (!ctx->IsCancelled()) std::this_thread::sleep_for(1ms);  // then it stops streaming
     return grpc::Status::CANCELLED;
+  }
+
+  // Says its read is in, then computes until the caller has heard it (or 10 s pass).
+  grpc::Status Prefill(grpc::ServerContext* ctx, const pb::PrefillRequest* req,
+                       grpc::ServerWriter<pb::PrefillEvent>* writer) override {
+    pb::PrefillEvent e;
+    e.mutable_read_done()->set_tokens(req->turn().hit_tokens());
+    writer->Write(e);
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (!ctx->IsCancelled() && !release_.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(1ms);
+    }
+    pb::PrefillEvent done;
+    done.mutable_done()->set_first_token(release_.load() ? 5 : -1);
+    writer->Write(done);
+    return grpc::Status::OK;
   }
 
   std::atomic<int> entered_{0};
@@ -153,6 +170,26 @@ TEST(Rpc, ADecodeThatStopsStreamingEndsAtItsIdleDeadlineOnTheClock) {
   caller.join();
   EXPECT_TRUE(result.is_timed_out()) << result.to_string();
   EXPECT_EQ(batches.load(), 1);
+  server->server->Shutdown();
+}
+
+TEST(Rpc, APrefillSaysItsReadIsInWhileItStillComputes) {
+  // The scheduler's read-queue ledger gives the PE side's read back at this event (the
+  // simulator's), not when the prefill's compute ends.
+  auto server = start(Security{});
+  NodeClient c(make_channel(fmt::format("127.0.0.1:{}", server->port), Security{}, {},
+                            kNodeMaxMessageBytes),
+               "prefill node 0", "s1");
+  pb::PrefillRequest req;
+  req.mutable_turn()->set_hit_tokens(128);
+  int64_t read_tokens = -1;
+  auto reply = c.prefill(req, 30s, [&](int64_t tokens) {
+    read_tokens = tokens;
+    server->service.release_.store(true, std::memory_order_release);  // the compute may end
+  });
+  ASSERT_TRUE(reply.is_ok()) << reply.status().to_string();
+  EXPECT_EQ(read_tokens, 128);
+  EXPECT_EQ(reply->first_token(), 5);  // the node heard back before it gave up
   server->server->Shutdown();
 }
 

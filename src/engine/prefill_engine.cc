@@ -117,7 +117,8 @@ Status PrefillEngine::wait_layer_pushed(uint64_t request_id, uint32_t layer, Dur
   return Status::ok();
 }
 
-Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
+Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req,
+                                            const std::function<void()>& on_read_done) {
   const Clock& clock = rt_.clock();
   const Duration start = clock.now();
   const Duration deadline = start + rt_.setup().timeout;
@@ -199,6 +200,7 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req) {
                          hit_blocks);
     }
     bytes.storage_read = pe_blocks * static_cast<int64_t>(fb);
+    if (on_read_done) on_read_done();
   }
 
   // HBM: pipeline_depth layer slots of `blocks` Layer Blocks each ([token][bytes] rows).

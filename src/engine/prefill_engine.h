@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <map>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -58,7 +59,10 @@ class PrefillEngine {
   // Errors: kInvalidArgument (a malformed request: hits not whole blocks, a token outside the
   // vocabulary, no such engine or DE node), kAborted (cancelled), kNotFound (a hit block
   // vanished: recompute), kTimedOut / kUnavailable (a peer, the store or a transfer).
-  Result<PrefillReply> prefill(const PrefillRequest& request);
+  // `on_read_done` (may be empty) is called once, on the calling thread, when this node's part of
+  // the hit is in its buffer; not at all when the node reads nothing.
+  Result<PrefillReply> prefill(const PrefillRequest& request,
+                               const std::function<void()>& on_read_done = {});
   // Wakes prefills waiting for a push or a GPU, so a cancelled one stops at once.
   void notify_cancel();
   // HBM leases held back from failed prefills (see above) that are now safe: returned.

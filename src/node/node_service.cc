@@ -171,7 +171,7 @@ grpc::Status NodeService::Prepare(grpc::ServerContext* ctx, const pb::PrepareReq
 }
 
 grpc::Status NodeService::Prefill(grpc::ServerContext* ctx, const pb::PrefillRequest* req,
-                                  pb::PrefillReply* reply) {
+                                  grpc::ServerWriter<pb::PrefillEvent>* writer) {
   return guarded(self(), "prefill", [&] {
     if (auto s = check_session(*ctx); !s.ok()) return s;
     if (!pe_) return control::to_grpc(dualpath::Status::invalid_argument(
@@ -179,9 +179,18 @@ grpc::Status NodeService::Prefill(grpc::ServerContext* ctx, const pb::PrefillReq
     auto r = control::prefill_request(*req, rt_->layout().block_tokens);
     if (!r.is_ok()) return control::to_grpc(r.status());
     Watch watch(*this, ctx, r->request_id);
-    auto out = pe_->prefill(*r);
+    const uint64_t id = r->request_id;
+    const int64_t read_tokens = r->path == sched::ReadPath::kSplit ? r->pe_read_tokens
+                                                                   : r->hit_tokens;
+    auto out = pe_->prefill(*r, [&] {
+      pb::PrefillEvent e;
+      e.mutable_read_done()->set_tokens(read_tokens);
+      if (!writer->Write(e)) cancel_request(id);  // the scheduler stopped reading
+    });
     if (!out.is_ok()) return control::to_grpc(out.status());
-    *reply = control::to_proto(*out);
+    pb::PrefillEvent done;
+    *done.mutable_done() = control::to_proto(*out);
+    writer->Write(done);
     return grpc::Status::OK;
   });
 }

@@ -57,7 +57,7 @@ class NodeService final : public pb::Node::Service {
   grpc::Status Prepare(grpc::ServerContext* ctx, const pb::PrepareRequest* req,
                        pb::PrepareReply* reply) override;
   grpc::Status Prefill(grpc::ServerContext* ctx, const pb::PrefillRequest* req,
-                       pb::PrefillReply* reply) override;
+                       grpc::ServerWriter<pb::PrefillEvent>* writer) override;
   grpc::Status Decode(grpc::ServerContext* ctx, const pb::DecodeRequest* req,
                       grpc::ServerWriter<pb::DecodeEvent>* writer) override;
   grpc::Status Release(grpc::ServerContext* ctx, const pb::RequestRef* req, pb::Ack*) override;

@@ -42,7 +42,8 @@ class Claim {
 
   const sched::Placement& placement() const { return placement_; }
   const sched::SchedRequest& request() const { return request_; }
-  // The PE side's read (over with the prefill) or the DE side's (over with the prepare).
+  // The PE side's read (over when the PE node says it is in) or the DE side's (over with the
+  // prepare).
   void pe_read_finished();
   void de_read_finished();
   void prefill_finished();

@@ -180,7 +180,10 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
   pre.set_engine(pe_engine);
   pre.set_de_index(de_id.index);
   pre.set_de_dram_offset(prepared_reply.dram_offset);
-  auto pre_out = pe->prefill(pre, call_timeout, &a.calls);
+  // The PE side's read leaves the read-queue ledger when the node says it is in (the
+  // simulator's event), not when the prefill's compute ends.
+  auto pre_out =
+      pe->prefill(pre, call_timeout, [&](int64_t) { claim.pe_read_finished(); }, &a.calls);
   claim.pe_read_finished();
   claim.prefill_finished();
   if (!pre_out.is_ok()) return cleanup(pre_out.status());
