@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "compute/sampling.h"
+#include "engine/token_batcher.h"
 
 namespace dualpath::engine {
 
@@ -429,21 +430,12 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   }
   DP_ASSIGN_OR_RETURN(std::unique_ptr<compute::ComputeBackend> backend, rt_.backends().make());
   std::vector<int32_t> output{request.first_token};
-  // Tokens go to the sink a few at a time: each message costs a socket write, each token's
-  // latency should stay near one step.
-  constexpr size_t kSinkBatch = 8;
-  constexpr auto kSinkInterval = std::chrono::milliseconds(20);
-  size_t sent = 0;
-  Duration last_sent = clock.now();
+  // Tokens go to the sink a few at a time (engine/token_batcher.h).
+  TokenBatcher batcher(clock);
   auto flush = [&](bool force) {
-    if (!sink || sent == output.size()) return;
-    // The first two tokens go at once (TTFT and TTST are measured on them); then in batches.
-    if (!force && sent >= 2 && output.size() - sent < kSinkBatch &&
-        clock.now() - last_sent < kSinkInterval)
-      return;
-    sink(static_cast<int64_t>(sent), std::span(output).subspan(sent));
-    sent = output.size();
-    last_sent = clock.now();
+    if (!sink || !batcher.due(output.size(), force)) return;
+    sink(static_cast<int64_t>(batcher.sent()), std::span(output).subspan(batcher.sent()));
+    batcher.mark_sent(output.size());
   };
   flush(true);
   std::vector<std::span<const std::byte>> segments(layers);
