@@ -205,7 +205,7 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   r.decode_nodes = D;
   r.storage_read_by_node.assign(static_cast<size_t>(P + D), 0);
   std::vector<double> pe_busy(static_cast<size_t>(P), 0.0);
-  std::vector<double> ttft, ttst, tpot, turn_times;
+  std::vector<double> ttft, ttst, tpot, turn_times, queue, reads;
   // Storage bytes per window and node: each turn's reads land before its first token.
   const double window_real = options.balance_window_s * dilation;
   // The latencies' window (emulated): online the last one before the stop, as the simulator's.
@@ -255,7 +255,11 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
       }
       r.persist_skipped_blocks += t.persist_skipped_blocks;
       turn_times.push_back((rec.finished_s - rec.started_s) / dilation);
-      if (reported(rec.first_token_s)) ttft.push_back(t.ttft_s / dilation);
+      if (reported(rec.first_token_s)) {
+        ttft.push_back(t.ttft_s / dilation);
+        queue.push_back(t.queue_s * 1e3);
+        if (t.read_s > 0) reads.push_back(t.read_s / dilation);
+      }
       if (rec.second_token_s >= 0 && reported(rec.second_token_s))
         ttst.push_back((rec.second_token_s - rec.first_token_s) / dilation);
       if (t.output_tokens.size() > 1 && reported(rec.finished_s))
@@ -268,6 +272,8 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
   r.ttst = summarize(ttst);
   r.tpot = summarize(tpot);
   r.turn_s = summarize(turn_times);
+  r.queue_ms = summarize(queue);
+  r.read_s = summarize(reads);
   r.ttft_p50_s = r.ttft.p50;
   r.ttft_p99_s = r.ttft.p99;
   r.ttft_mean_s = r.ttft.mean;
@@ -343,6 +349,8 @@ Json LiveBenchResult::to_json() const {
               {"ttst_s", latency_json(ttst)},
               {"tpot_s", latency_json(tpot)},
               {"turn_s", latency_json(turn_s)},
+              {"queue_ms_real", latency_json(queue_ms)},
+              {"read_s", latency_json(read_s)},
               {"slo_met", slo_met},
               {"ttft_p50_s", ttft_p50_s},
               {"ttft_p99_s", ttft_p99_s},
@@ -394,6 +402,8 @@ std::string LiveBenchResult::table() const {
                        l.p90 * unit, l.p99 * unit);
   };
   out += fmt::format("  TTFT mean/p50/p90/p99      {} s emulated\n", lat(ttft, 1));
+  out += fmt::format("  queue mean/p50/p90/p99     {} ms real (waiting to be placed)\n", lat(queue_ms, 1));
+  out += fmt::format("  read mean/p50/p90/p99      {} s emulated (placement to reads done)\n", lat(read_s, 1));
   out += fmt::format("  TTST mean/p50/p90/p99      {} s emulated\n", lat(ttst, 1));
   out += fmt::format("  TPOT mean/p50/p90/p99      {} ms emulated\n", lat(tpot, 1e3));
   out += fmt::format("  turn time p50 / max        {:.1f} / {:.1f} s emulated\n", turn_s.p50,

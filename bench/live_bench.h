@@ -87,6 +87,10 @@ struct LiveBenchResult {
   // Emulated seconds. Online: over the last window before the stop, as the simulator reports.
   LatencyStats ttft, ttst, tpot;
   LatencyStats turn_s;  // every turn, start to last token (emulated): nothing hangs
+  // Real milliseconds each turn's first attempt waited for its placement (the group fetch).
+  LatencyStats queue_ms;
+  // Emulated seconds from a turn's placement to its storage reads done (turns that read).
+  LatencyStats read_s;
   bool slo_met = false;
   // Online: why no more turns started (the simulator's stop rule: "ttft_slo", "steady_state",
   // "duration"; "all_done" when every agent finished first), and the window reported.

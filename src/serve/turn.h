@@ -77,6 +77,9 @@ struct TurnResult {
   // Of bytes.storage_read, what the PE node and the DE node read (a split read: both).
   int64_t pe_read_bytes = 0, de_read_bytes = 0;
   double queue_s = 0;  // waiting to be placed (the scheduler's queue)
+  // From the placement to the turn's storage reads done (its last side's: the DE node's prepare
+  // returned, the PE node said read_done); 0 without a read. The first attempt's.
+  double read_s = 0;
   double ttft_s = 0;   // from run_turn() to the first token
   double tpot_s = 0;   // decode time per token after the first
   engine::NodeId pe{engine::NodeRole::kPrefill, 0};

@@ -109,7 +109,9 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
       Claim claim,
       parts_.placer->place(sr, clock.now() + 2 * config.engine.request_timeout,
                            [&] { return req.cancel && req.cancel->cancelled(); }));
-  const double queued = to_seconds(clock.now() - attempt_start);
+  const Duration placed_at = clock.now();
+  const double queued = to_seconds(placed_at - attempt_start);
+  Duration reads_done = placed_at;  // the later side's read end
   const sched::Placement& p = claim.placement();
   const sched::TurnPlan plan = sched::plan_turn(sr, p);
   hit = plan.hit_tokens;
@@ -168,6 +170,7 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
   prepared = true;  // it may have been, even on a failure: release it
   if (!prep_out.is_ok()) return cleanup(prep_out.status());
   claim.de_read_finished();
+  if (p.de_read_tokens > 0) reads_done = clock.now();
   DP_ASSIGN_OR_RETURN(const engine::PrepareReply prepared_reply, control::from_proto(*prep_out),
                       "{}", de_id.name());
   out.bytes += prepared_reply.bytes;
@@ -183,7 +186,10 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
   // The PE side's read leaves the read-queue ledger when the node says it is in (the
   // simulator's event), not when the prefill's compute ends.
   auto pre_out =
-      pe->prefill(pre, call_timeout, [&](int64_t) { claim.pe_read_finished(); }, &a.calls);
+      pe->prefill(pre, call_timeout, [&](int64_t) {
+        claim.pe_read_finished();
+        reads_done = std::max(reads_done, clock.now());
+      }, &a.calls);
   claim.pe_read_finished();
   claim.prefill_finished();
   if (!pre_out.is_ok()) return cleanup(pre_out.status());
@@ -197,7 +203,10 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
     out.first_logits = prefill.logits;
     out.layer_timeline = prefill.layer_timeline;
   }
-  if (out.attempts == 1) out.queue_s = queued;
+  if (out.attempts == 1) {
+    out.queue_s = queued;
+    out.read_s = to_seconds(reads_done - placed_at);
+  }
   if (base == 0 && out.ttft_s == 0) out.ttft_s = to_seconds(clock.now() - turn_start);
 
   // DE decode: the tokens stream back on the call, in order; whatever the stream did not carry

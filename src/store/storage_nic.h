@@ -12,7 +12,8 @@
 
 namespace dualpath::store {
 
-// One Full Block of the largest model in PAPER.md §4 (16 MiB) may go at once after idling.
+// One Full Block of the largest model in PAPER.md §4 (16 MiB) may go at once after idling; a node
+// passes its own Full Block (engine/node_runtime.cc), so emulated KV gets no more credit than that.
 inline constexpr int64_t kDefaultSnicBurstBytes = int64_t{16} << 20;
 
 struct StorageNic {
