@@ -170,6 +170,33 @@ Result<Cluster> start_cluster(const ControlBenchOptions& o, const std::string& d
   so.stderr_to_stdout = true;
   so.die_with_parent = true;
   DP_ASSIGN_OR_RETURN(c.serve, Subprocess::spawn(so));
+  Clock& clock = real_clock();
+  auto log_tail = [&] {
+    std::ifstream log(c.log_path);
+    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    if (text.size() > 600) text = "..." + text.substr(text.size() - 600);
+    return text;
+  };
+  // The scheduler's port first: a serve that refuses its config exits, and says why.
+  for (const Duration deadline = clock.now() + std::chrono::seconds(120);;) {
+    if (!c.serve.running()) {
+      return Status::unavailable(
+          fmt::format("bench control: `dualpath serve` exited: {}", log_tail()));
+    }
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(sched_port));
+    const bool up = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    if (fd >= 0) ::close(fd);
+    if (up) break;
+    if (clock.now() > deadline) {
+      return Status::unavailable(fmt::format(
+          "bench control: the scheduler's port {} did not open in 120 s: {}", sched_port, log_tail()));
+    }
+    clock.sleep_for(std::chrono::milliseconds(50));
+  }
   if (progress) progress(fmt::format("serve started (pid {}); registering {}P{}D fake nodes",
                                      c.serve.pid(), o.prefill_nodes, o.decode_nodes));
   FakeNodesOptions fo;
@@ -179,7 +206,6 @@ Result<Cluster> start_cluster(const ControlBenchOptions& o, const std::string& d
   fo.token_rate = o.token_rate;
   DP_ASSIGN_OR_RETURN(c.nodes, FakeNodes::start(fo));
   // Ready: the serve process prints a line with "ready" once every node joined.
-  Clock& clock = real_clock();
   const Duration deadline = clock.now() + std::chrono::seconds(120);
   for (;;) {
     std::ifstream log(c.log_path);
@@ -187,8 +213,8 @@ Result<Cluster> start_cluster(const ControlBenchOptions& o, const std::string& d
     if (text.find("ready") != std::string::npos) break;
     if (!c.serve.running() || clock.now() > deadline) {
       return Status::unavailable(fmt::format(
-          "bench control: `dualpath serve` did not get ready ({}); its log: {}",
-          c.serve.running() ? "120 s passed" : "it exited", c.log_path));
+          "bench control: `dualpath serve` did not get ready ({}): {}",
+          c.serve.running() ? "120 s passed" : "it exited", log_tail()));
     }
     clock.sleep_for(std::chrono::milliseconds(50));
   }

@@ -40,8 +40,9 @@
 
 namespace dualpath::engine {
 
-// Nodes of one role the live system runs (each a process with its UCX worker and buffers).
-inline constexpr int kMaxLiveNodes = 64;
+// Nodes of one role the live system runs (each a process with its UCX worker and buffers): the
+// paper's largest cluster, 48P96D, with room (`bench control` runs the scheduler at that scale).
+inline constexpr int kMaxLiveNodes = 128;
 
 struct EngineConfig {
   std::string model = "tiny";
