@@ -78,7 +78,7 @@ struct Sample {
 // Reads a completion stream's events: the 'x' tokens of each chunk's text, [DONE], errors.
 class StreamReader {
  public:
-  StreamReader(Sample& s, const Clock& clock) : s_(s), clock_(clock) {}
+  StreamReader(Sample& s, const dualpath::Clock& clock) : s_(s), clock_(clock) {}
   void feed(const char* data, size_t n) {
     buf_.append(data, n);
     for (size_t end; (end = buf_.find("\n\n")) != std::string::npos;) {
@@ -108,7 +108,7 @@ class StreamReader {
     if (n > 0) s_.chunks.emplace_back(clock_.now().count(), n);
   }
   Sample& s_;
-  const Clock& clock_;
+  const dualpath::Clock& clock_;
   std::string buf_;
   bool done_ = false;
 };
@@ -170,7 +170,7 @@ Result<Cluster> start_cluster(const ControlBenchOptions& o, const std::string& d
   so.stderr_to_stdout = true;
   so.die_with_parent = true;
   DP_ASSIGN_OR_RETURN(c.serve, Subprocess::spawn(so));
-  Clock& clock = real_clock();
+  dualpath::Clock& clock = real_clock();
   auto log_tail = [&] {
     std::ifstream log(c.log_path);
     std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
@@ -224,7 +224,7 @@ Result<Cluster> start_cluster(const ControlBenchOptions& o, const std::string& d
 // One loaded phase: `offered` turns at o.rate through the API, decodes of `tokens` tokens.
 ControlPhase run_phase(const ControlBenchOptions& o, Cluster& c, const std::string& name,
                        int64_t tokens) {
-  Clock& clock = real_clock();
+  dualpath::Clock& clock = real_clock();
   ControlPhase ph;
   ph.name = name;
   ph.tokens_per_turn = tokens;
@@ -407,7 +407,7 @@ Result<ControlBenchResult> run_control_bench(const ControlBenchOptions& options,
   r.options = o;
   {
     DP_ASSIGN_OR_RETURN(Cluster c, start_cluster(o, dir, progress));
-    Clock& clock = real_clock();
+    dualpath::Clock& clock = real_clock();
     // Idle: the nodes report, nothing else.
     if (progress) progress(fmt::format("idle phase: {:.0f} s of load reports", o.idle_s));
     const auto reports0 = c.nodes->counts().reports;

@@ -318,7 +318,7 @@ class FakeNodes::Impl final : public pb::Node::Service {
   }
 
   const FakeNodesOptions options_;
-  Clock& clock_;
+  dualpath::Clock& clock_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<pb::Scheduler::Stub> stub_;
   std::vector<std::unique_ptr<Node>> nodes_;  // fixed once start() returns
