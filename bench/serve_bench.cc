@@ -282,6 +282,7 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   auto client = [&] {
     httplib::Client cli("127.0.0.1", port);
     cli.set_keep_alive(true);
+    cli.set_tcp_nodelay(true);  // as curl and the SDKs: no Nagle wait on a request's body
     cli.set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(timeout));
     cli.set_write_timeout(std::chrono::seconds(30));
     for (int s; (s = next_session.fetch_add(1)) < o.sessions;) {
@@ -540,6 +541,7 @@ Result<SoakResult> run_soak_bench(const serve::ServeConfig& config, const SoakOp
   auto client = [&] {
     httplib::Client cli("127.0.0.1", port);
     cli.set_keep_alive(true);
+    cli.set_tcp_nodelay(true);  // as curl and the SDKs: no Nagle wait on a request's body
     cli.set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(timeout));
     while (!stop.load()) {
       const uint64_t s = next_session.fetch_add(1);

@@ -169,17 +169,21 @@ Result<Claim> Placer::place(const sched::SchedRequest& request,
 void Placer::fetch_loop() {
   MutexLock lock(mu_);
   Duration last_fetch = clock_.now() - fetch_interval_;
+  // Whether the last fetch placed every queued turn: the engines keep up, and a turn that arrives
+  // now is fetched at once. Once a fetch leaves turns waiting (a loaded cluster), the groups fetch
+  // once per interval, batching what arrives meanwhile.
+  bool kept_up = true;
   for (;;) {
     while (!stopping_ && !sched_->has_queued()) cv_.wait(lock);  // submit() notifies
     if (stopping_) return;
-    // Under load the groups fetch once per interval; the first turn at an idle cluster at once.
     const Duration due = last_fetch + fetch_interval_;
-    if (clock_.now() < due) {
+    if (!kept_up && clock_.now() < due) {
       (void)clock_.wait_until(cv_, lock, due);
       continue;
     }
     last_fetch = clock_.now();
     const sched::FetchResult fetched = sched_->fetch();
+    kept_up = !sched_->has_queued();
     for (const sched::Placement& p : fetched.placed) {
       auto it = waiters_.find(p.request_id);
       if (it != waiters_.end()) it->second->placement = p;

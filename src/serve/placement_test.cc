@@ -1,6 +1,6 @@
-// Placer on a ManualClock: a turn that finds the cluster idle is placed at once, turns that
-// arrive while it is busy wait for the next group fetch (the fetch interval batches a loaded
-// cluster, it is not a floor on an idle one), and a claim gives its counts back exactly once.
+// Placer on a ManualClock: turns are placed at once while the engines keep up, and wait for the
+// next group fetch once a fetch leaves turns queued (the fetch interval batches a loaded cluster,
+// it is not a floor on an idle one), and a claim gives its counts back exactly once.
 #include "serve/placement.h"
 
 #include <gtest/gtest.h>
@@ -33,25 +33,32 @@ sched::SchedRequest request(int64_t id) {
   return r;
 }
 
-TEST(Placer, AnIdleClusterPlacesATurnAtOnceAndALoadedOneAtTheNextFetch) {
+TEST(Placer, TurnsArePlacedAtOnceWhileTheEnginesKeepUpAndAtTheNextFetchOnceTheyWait) {
   ManualClock clock;
   Placer placer(sched::ClusterShape{}, paper_params(), 50ms, clock);
   placer.set_node_alive(0, true);
   placer.set_node_alive(1, true);
-  // Idle: placed without the clock moving at all.
+  // Idle: placed without the clock moving at all; so is the next one (the last fetch placed
+  // every queued turn).
   auto first = placer.place(request(1), clock.now() + 10s, {});
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
-  // Right after a fetch: the next turn waits for the interval, on the clock.
+  auto second = placer.place(request(2), clock.now() + 10s, {});
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  // A turn no engine can take (its decode node is down) stays queued after a fetch: from then
+  // on the groups fetch once per interval, on the clock.
+  placer.set_node_alive(1, false);
   std::atomic<bool> placed{false};  // release by the placer's caller, acquire by the test
-  std::thread second([&] {
-    auto c = placer.place(request(2), clock.now() + 10s, {});
+  std::thread third([&] {
+    auto c = placer.place(request(3), clock.now() + 10s, {});
     EXPECT_TRUE(c.is_ok()) << c.status().to_string();
     placed.store(true, std::memory_order_release);
   });
   std::this_thread::sleep_for(30ms);  // real time passes, not the clock's
+  placer.set_node_alive(1, true);
+  std::this_thread::sleep_for(30ms);
   EXPECT_FALSE(placed.load(std::memory_order_acquire)) << "placed before the group's next fetch";
   clock.advance(50ms);
-  second.join();
+  third.join();
   EXPECT_TRUE(placed.load(std::memory_order_acquire));
 }
 
