@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "bench/fake_nodes.h"
+#include "bench/free_port.h"
+#include "bench/http_stream.h"
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "common/subprocess.h"
@@ -24,24 +26,6 @@ namespace dualpath::bench {
 using Json = nlohmann::json;
 
 namespace {
-
-// A port free on loopback now (the kernel's choice; another program may take it before use).
-Result<int> free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status::unavailable("bench control: no socket for a free port");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  if (port == 0) return Status::unavailable("bench control: cannot find a free loopback port");
-  return port;
-}
 
 // CPU seconds (user + system) of process `pid` so far, from /proc/PID/stat: the accounting
 // getrusage reports for a process; -1 when it is gone.
@@ -146,8 +130,8 @@ Result<Cluster> start_cluster(const ControlBenchOptions& o, const std::string& d
     if (!f) return Status::io_error(fmt::format("bench control: cannot write {}", config));
   }
   Cluster c;
-  DP_ASSIGN_OR_RETURN(c.api_port, free_port());
-  DP_ASSIGN_OR_RETURN(const int sched_port, free_port());
+  DP_ASSIGN_OR_RETURN(c.api_port, free_loopback_port());
+  DP_ASSIGN_OR_RETURN(const int sched_port, free_loopback_port());
   c.log_path = dir + "/serve.log";
   SpawnOptions so;
   so.argv = {o.dualpath_program,
@@ -260,19 +244,12 @@ ControlPhase run_phase(const ControlBenchOptions& o, Cluster& c, const std::stri
                          {"temperature", 0},
                          {"stream", true}};
       StreamReader reader(s, clock);
-      httplib::Request req;
-      req.method = "POST";
-      req.path = "/v1/completions";
-      req.body = body.dump();
-      req.set_header("Content-Type", "application/json");
-      req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-        reader.feed(data, n);
-        return true;
-      };
       httplib::Response res;
       httplib::Error err = httplib::Error::Success;
       s.send_ns = clock.now().count();
-      const bool sent = cli.send(req, res, err);
+      const bool sent = post_streamed(
+          cli, "/v1/completions", body.dump(),
+          [&](const char* data, size_t n) { reader.feed(data, n); }, res, err);
       s.done_ns = clock.now().count();
       if (!sent) {
         s.error = fmt::format("HTTP: {}", httplib::to_string(err));

@@ -1,5 +1,7 @@
 #include "bench/perftest_runner.h"
 
+#include "bench/free_port.h"
+
 #include "common/subprocess.h"
 
 #include <arpa/inet.h>
@@ -24,19 +26,6 @@ namespace dualpath::transport {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A free TCP port (bound, then released; the small race is harmless on a test machine).
-uint16_t pick_free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // Whether something listens on `port` (read from /proc/net/tcp, so that we do not connect: the
 // perftest server would take our probe for its client).
@@ -98,7 +87,7 @@ std::string slurp(const std::string& path) {
 
 Result<PerftestResult> run_perftest(const PerftestRun& run) {
   auto deadline = Clock::now() + run.timeout;
-  uint16_t port = pick_free_port();
+  DP_ASSIGN_OR_RETURN(const uint16_t port, bench::free_loopback_port());
   std::vector<std::string> env{"UCX_TLS=" + run.transports};
   if (!run.net_devices.empty()) env.push_back("UCX_NET_DEVICES=" + run.net_devices);
   std::string base = fmt::format("/tmp/dp-perftest-{}-{}", getpid(), port);

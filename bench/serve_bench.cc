@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "bench/fresh_store.h"
+#include "bench/http_stream.h"
 #include "common/mutex.h"
 #include "serve/cluster.h"
 #include "serve/http_api.h"
@@ -127,19 +128,11 @@ Exchange post_chat(httplib::Client& cli, const Json& body) {
   Exchange x;
   const auto sent = Clock::now();
   SseReader sse(x, sent);
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/chat/completions";
-  req.headers = {{"Accept", "text/event-stream"}};
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    sse.feed(data, n);
-    return true;
-  };
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
-  const bool sent_ok = cli.send(req, res, err);
+  const bool sent_ok = post_streamed(
+      cli, "/v1/chat/completions", body.dump(),
+      [&](const char* data, size_t n) { sse.feed(data, n); }, res, err);
   x.e2e_s = seconds(Clock::now() - sent);
   if (!sent_ok) {
     x.error = fmt::format("HTTP request failed: {}", httplib::to_string(err));
