@@ -78,6 +78,9 @@ ClusterScheduler::ClusterScheduler(const ClusterShape& shape, const ClusterSched
   for (auto [first, count] : make_groups(de_group, shape.de_engines_per_node))
     de_groups_.push_back({first, count});
   de_private_.resize(de_groups_.size());
+  de_private_pending_.resize(de_groups_.size());
+  de_private_tokens_.assign(de_groups_.size(), 0);
+  de_blocked_.assign(de_groups_.size(), 0);
   ledger_.assign(static_cast<size_t>(P + D), 0);
   reported_.assign(static_cast<size_t>(P + D), 0);
   alive_.assign(static_cast<size_t>(P + D), true);
@@ -187,48 +190,49 @@ FetchResult ClusterScheduler::fetch_unlogged() {
   // rotating group, until the queue is empty or every group is full (Algorithm 1's C1). A
   // group-after-group fetch let the first groups take a short queue whole while later ones
   // idled: 8 % PE idle at 48P96D (docs/simulator.md).
-  std::vector<int64_t> read_q(static_cast<size_t>(nodes()));
+  std::vector<int64_t>& read_q = scratch_.read_q;
+  read_q.resize(static_cast<size_t>(nodes()));
   for (int n = 0; n < nodes(); ++n) read_q[static_cast<size_t>(n)] = read_queue(n);
   const auto ngroups = static_cast<uint32_t>(pe_groups_.size());
-  std::vector<std::vector<PeEngineLoad>> loads(ngroups);
-  for (uint32_t g = 0; g < ngroups; ++g) {
-    const Group& grp = pe_groups_[g];
-    loads[g].resize(static_cast<size_t>(grp.count));
-    for (int i = 0; i < grp.count; ++i) {
-      const Pe& e = pes_[static_cast<size_t>(grp.first + i)];
-      loads[g][static_cast<size_t>(i)] = e.load;
-      if (!alive_[static_cast<size_t>(e.node)]) loads[g][static_cast<size_t>(i)].tok = kDeadTokens;
-    }
+  // Each group's engines, in pe_groups_ order (a group's are pes_[first, first + count)).
+  std::vector<PeEngineLoad>& loads = scratch_.pe_loads;
+  loads.resize(pes_.size());
+  for (size_t i = 0; i < pes_.size(); ++i) {
+    loads[i] = pes_[i].load;
+    if (!alive_[static_cast<size_t>(pes_[i].node)]) loads[i].tok = kDeadTokens;
   }
-  std::vector<bool> full(ngroups, false);
+  std::vector<uint8_t>& full = scratch_.full;
+  full.assign(ngroups, 0);
   uint32_t open = ngroups;
-  std::deque<RequestInfo> one;
   for (uint32_t k = 0; open > 0 && !pe_queue_.empty(); ++k) {
     const uint32_t g = (rotation_ + k) % ngroups;
-    if (full[g]) continue;
-    const Pending& head = pe_queue_.front();
-    one.assign(1, RequestInfo{head.request.id, head.request.prompt_tokens,
-                              head.request.hbm_need_bytes, head.request.pe_work()});
-    auto assigned = schedule_pe(one, loads[g], read_q, params_.pe);
-    if (assigned.empty()) {
-      full[g] = true;
+    if (full[g] != 0) continue;
+    const Group& grp = pe_groups_[g];
+    const std::span<PeEngineLoad> group_loads(loads.data() + grp.first,
+                                              static_cast<size_t>(grp.count));
+    const int engine = pick_pe(group_loads, read_q, params_.pe);
+    if (engine < 0) {
+      full[g] = 1;
       --open;
       continue;
     }
-    Pending p = pe_queue_.front();
+    Pending p = std::move(pe_queue_.front());
     pe_queue_.pop_front();
-    p.pe = pe_groups_[g].first + assigned.front().engine;
-    Pe& e = pes_[static_cast<size_t>(p.pe)];
-    e.load.tok += p.request.prompt_tokens;
-    e.load.work += p.request.pe_work();
-    e.load.seq += 1;
+    p.pe = grp.first + engine;
+    for (PeEngineLoad* l : {&group_loads[static_cast<size_t>(engine)],
+                            &pes_[static_cast<size_t>(p.pe)].load}) {
+      l->tok += p.request.prompt_tokens;
+      l->work += p.request.pe_work();
+      l->seq += 1;
+    }
     out.pe_assigned.push_back({p.request.id, p.pe});
-    de_queue_.push_back(p);
+    de_queue_.push_back(std::move(p));
   }
   rotation_++;
   // DE phase 1: drain the global queue to the least-loaded live group (none live: it waits).
   if (!de_queue_.empty()) {
-    std::vector<int64_t> sums(de_groups_.size(), 0);
+    std::vector<int64_t>& sums = scratch_.sums;
+    sums.assign(de_groups_.size(), 0);
     bool any_group = false;
     for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
       if (!de_group_alive(gi)) {
@@ -238,24 +242,27 @@ FetchResult ClusterScheduler::fetch_unlogged() {
       any_group = true;
       for (int i = 0; i < de_groups_[gi].count; ++i)
         sums[gi] += des_[static_cast<size_t>(de_groups_[gi].first + i)].load.tok;
-      for (const auto& r : de_private_[gi]) sums[gi] += r.tokens;
+      sums[gi] += de_private_tokens_[gi];
     }
     while (any_group && !de_queue_.empty()) {
-      Pending p = de_queue_.front();
+      Pending p = std::move(de_queue_.front());
       de_queue_.pop_front();
       const auto gi = static_cast<size_t>(pick_de_group(sums));
       const int64_t tokens = p.request.prompt_tokens + p.request.gen_tokens;
       de_private_[gi].push_back({p.request.id, tokens, p.request.hbm_need_bytes});
+      de_private_tokens_[gi] += tokens;
       sums[gi] += tokens;
-      de_waiting_.emplace(p.request.id, std::move(p));
+      de_private_pending_[gi].push_back(std::move(p));
     }
   }
   // DE phase 2, per group, over its live engines.
   for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
     auto& queue = de_private_[gi];
-    if (queue.empty()) continue;
-    std::vector<DeEngineLoad> group_loads;
-    std::vector<int> index;  // group_loads[i] is engine index[i]
+    if (queue.empty() || de_blocked_[gi] != 0) continue;
+    std::vector<DeEngineLoad>& group_loads = scratch_.de_loads;
+    std::vector<int>& index = scratch_.de_index;  // group_loads[i] is engine index[i]
+    group_loads.clear();
+    index.clear();
     for (int i = 0; i < de_groups_[gi].count; ++i) {
       const int de = de_groups_[gi].first + i;
       if (!alive_[static_cast<size_t>(de_node_of(de))]) continue;
@@ -264,15 +271,17 @@ FetchResult ClusterScheduler::fetch_unlogged() {
     }
     for (const Assignment& as : schedule_de(queue, group_loads, params_.de)) {
       const int de = index[static_cast<size_t>(as.engine)];
-      auto it = de_waiting_.find(as.request_id);
-      Pending p = std::move(it->second);
-      de_waiting_.erase(it);
+      Pending p = std::move(de_private_pending_[gi].front());
+      de_private_pending_[gi].pop_front();
+      const int64_t tokens = p.request.prompt_tokens + p.request.gen_tokens;
+      de_private_tokens_[gi] -= tokens;
       De& e = des_[static_cast<size_t>(de)];
-      e.load.tok += p.request.prompt_tokens + p.request.gen_tokens;
+      e.load.tok += tokens;
       e.load.seq += 1;
       e.load.free_hbm_bytes -= p.request.hbm_need_bytes;
       out.placed.push_back(complete(p, de));
     }
+    de_blocked_[gi] = queue.empty() ? 0 : 1;
   }
   return out;
 }
@@ -314,6 +323,7 @@ void ClusterScheduler::turn_finished(int de, int64_t tokens, double hbm_bytes) {
   log(SchedulerEvent::Kind::kTurnFinished, de, tokens, hbm_bytes, true);
   De& e = des_[static_cast<size_t>(de)];
   e.load.free_hbm_bytes += hbm_bytes;
+  de_blocked_[static_cast<size_t>(e.group)] = 0;
   e.load.tok -= tokens;
   e.load.seq -= 1;
 }
@@ -331,18 +341,17 @@ void ClusterScheduler::set_reported_read_queue(int node, int64_t tokens) {
 void ClusterScheduler::set_node_alive(int node, bool alive) {
   log(SchedulerEvent::Kind::kNodeAlive, node, 0, 0, alive);
   alive_[static_cast<size_t>(node)] = alive;
+  std::fill(de_blocked_.begin(), de_blocked_.end(), 0);
   if (alive) return;
   // A DE group with no live node left: its private queue goes back to the global one, in order
   // and ahead of the requests that came later.
   for (size_t gi = 0; gi < de_groups_.size(); ++gi) {
     if (de_private_[gi].empty() || de_group_alive(gi)) continue;
-    auto& q = de_private_[gi];
-    for (auto r = q.rbegin(); r != q.rend(); ++r) {
-      auto it = de_waiting_.find(r->id);
-      de_queue_.push_front(std::move(it->second));
-      de_waiting_.erase(it);
-    }
-    q.clear();
+    auto& pending = de_private_pending_[gi];
+    for (auto p = pending.rbegin(); p != pending.rend(); ++p) de_queue_.push_front(std::move(*p));
+    pending.clear();
+    de_private_[gi].clear();
+    de_private_tokens_[gi] = 0;
   }
 }
 
@@ -452,25 +461,27 @@ bool ClusterScheduler::cancel_queued(int64_t request_id) {
   };
   if (drop(pe_queue_)) return true;
   if (drop(de_queue_)) return true;
-  auto it = de_waiting_.find(request_id);
-  if (it == de_waiting_.end()) return false;
-  de_waiting_.erase(it);
-  for (auto& q : de_private_) {
-    for (auto r = q.begin(); r != q.end(); ++r) {
-      if (r->id == request_id) {
-        q.erase(r);
-        return true;
-      }
+  for (size_t gi = 0; gi < de_private_.size(); ++gi) {
+    auto& pending = de_private_pending_[gi];
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (pending[i].request.id != request_id) continue;
+      de_private_tokens_[gi] -= de_private_[gi][i].tokens;
+      de_blocked_[gi] = 0;
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+      de_private_[gi].erase(de_private_[gi].begin() + static_cast<std::ptrdiff_t>(i));
+      return true;
     }
   }
-  return true;
+  return false;
 }
 
 int ClusterScheduler::queued_pe(int64_t request_id) const {
   for (const Pending& p : de_queue_)
     if (p.request.id == request_id) return p.pe;
-  auto it = de_waiting_.find(request_id);
-  return it == de_waiting_.end() ? -1 : it->second.pe;
+  for (const auto& pending : de_private_pending_)
+    for (const Pending& p : pending)
+      if (p.request.id == request_id) return p.pe;
+  return -1;
 }
 
 }  // namespace dualpath::sched

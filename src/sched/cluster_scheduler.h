@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "sched/de_scheduler.h"
@@ -253,7 +252,23 @@ class ClusterScheduler {
   std::deque<Pending> pe_queue_;  // the global FIFO
   std::deque<Pending> de_queue_;  // DE phase 1 (PE assigned)
   std::vector<std::deque<RequestInfo>> de_private_;  // DE phase 2, per group
-  std::unordered_map<int64_t, Pending> de_waiting_;  // the requests of the private queues
+  // The private queues' requests themselves, in the same order as de_private_ (schedule_de takes
+  // from the front, so its assignments are these deques' first entries), and each queue's tokens.
+  std::vector<std::deque<Pending>> de_private_pending_;
+  std::vector<int64_t> de_private_tokens_;
+  // A private queue whose head no live engine of its group had HBM for at the last fetch: it
+  // stays blocked (schedule_de would place nothing) until HBM frees in the group, a node comes
+  // or goes, or its head is cancelled. Saves re-running the group's phase 2 on every fetch.
+  std::vector<uint8_t> de_blocked_;
+  // Reused by every fetch so that a fetch allocates nothing but its result (the simulator fetches
+  // hundreds of thousands of times a run).
+  struct Scratch {
+    std::vector<int64_t> read_q, sums;
+    std::vector<PeEngineLoad> pe_loads;  // every PE engine, grouped as pe_groups_
+    std::vector<uint8_t> full;
+    std::vector<DeEngineLoad> de_loads;
+    std::vector<int> de_index;
+  } scratch_;
   RoundRobin rr_pe_, rr_de_, rr_path_;
   uint32_t rotation_ = 0;
   std::vector<SchedulerEvent>* log_ = nullptr;

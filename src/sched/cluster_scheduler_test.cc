@@ -190,5 +190,28 @@ TEST(ClusterScheduler, CancelRemovesAQueuedRequestFromEitherSide) {
   EXPECT_FALSE(s.has_queued());
 }
 
+TEST(ClusterScheduler, ADeQueueBlockedOnHbmMovesOnceHbmFreesOrItsHeadIsCancelled) {
+  ClusterScheduler s({.prefill_nodes = 1, .decode_nodes = 1}, paper(/*hbm=*/25));
+  for (int64_t id = 1; id <= 4; ++id) s.submit(req(id));  // 10 bytes each: two fit
+  FetchResult f = s.fetch();
+  ASSERT_EQ(f.placed.size(), 2u);
+  EXPECT_EQ(s.queued(), 2u);
+  EXPECT_TRUE(s.fetch().placed.empty());  // still no room: nothing moves
+  EXPECT_EQ(s.queued_pe(3), f.pe_assigned[2].pe);
+  s.turn_finished(f.placed[0].de, 110, 10);  // frees one slot
+  f = s.fetch();
+  ASSERT_EQ(f.placed.size(), 1u);
+  EXPECT_EQ(f.placed[0].request_id, 3);
+  EXPECT_TRUE(s.fetch().placed.empty());
+  s.reserve_hbm(0, 5);  // less room than before: 4 still waits
+  s.turn_finished(f.placed[0].de, 110, 10);
+  s.reserve_hbm(0, 10);  // the freed slot taken again by someone else
+  EXPECT_TRUE(s.fetch().placed.empty());
+  EXPECT_EQ(s.queued(), 1u);
+  EXPECT_TRUE(s.cancel_queued(4));
+  EXPECT_EQ(s.queued(), 0u);
+  EXPECT_EQ(s.queued_pe(4), -1);
+}
+
 }  // namespace
 }  // namespace dualpath::sched

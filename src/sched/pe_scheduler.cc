@@ -36,26 +36,31 @@ double prefill_work_s(const model::CostModel& cost, int64_t cached, int64_t fres
   return cost.attention_s({cached, fresh}) + cost.linear_s(static_cast<double>(fresh));
 }
 
+int pick_pe(std::span<const PeEngineLoad> engines, std::span<const int64_t> read_q_tokens,
+            const PeParams& params) {
+  int best_short = -1;  // C2: short read queue, not overloaded
+  int best_long = -1;   // C3: long read queue, not overloaded
+  for (int e = 0; e < static_cast<int>(engines.size()); ++e) {
+    const PeEngineLoad& load = engines[static_cast<size_t>(e)];
+    if (load.tok > params.beta_tokens) continue;  // C1: overloaded
+    auto node = static_cast<size_t>(load.node);
+    int64_t rq = node < read_q_tokens.size() ? read_q_tokens[node] : 0;
+    int& best = rq <= params.alpha_tokens ? best_short : best_long;
+    const PeEngineLoad* b = best < 0 ? nullptr : &engines[static_cast<size_t>(best)];
+    const bool lighter = params.policy == PePolicy::kTail ? b == nullptr || load.work < b->work
+                                                          : b == nullptr || load.tok < b->tok;
+    if (lighter) best = e;
+  }
+  return best_short >= 0 ? best_short : best_long;
+}
+
 std::vector<Assignment> schedule_pe(std::deque<RequestInfo>& queue,
                                     std::vector<PeEngineLoad>& engines,
                                     std::span<const int64_t> read_q_tokens,
                                     const PeParams& params) {
   std::vector<Assignment> assigned;
   while (!queue.empty()) {
-    int best_short = -1;  // C2: short read queue, not overloaded
-    int best_long = -1;   // C3: long read queue, not overloaded
-    for (int e = 0; e < static_cast<int>(engines.size()); ++e) {
-      const PeEngineLoad& load = engines[static_cast<size_t>(e)];
-      if (load.tok > params.beta_tokens) continue;  // C1: overloaded
-      auto node = static_cast<size_t>(load.node);
-      int64_t rq = node < read_q_tokens.size() ? read_q_tokens[node] : 0;
-      int& best = rq <= params.alpha_tokens ? best_short : best_long;
-      const PeEngineLoad* b = best < 0 ? nullptr : &engines[static_cast<size_t>(best)];
-      const bool lighter = params.policy == PePolicy::kTail ? b == nullptr || load.work < b->work
-                                                            : b == nullptr || load.tok < b->tok;
-      if (lighter) best = e;
-    }
-    int pe = best_short >= 0 ? best_short : best_long;
+    const int pe = pick_pe(engines, read_q_tokens, params);
     if (pe < 0) break;  // every engine overloaded: end the fetch
     RequestInfo r = queue.front();
     queue.pop_front();

@@ -52,6 +52,13 @@ PeParams derive_pe_params(const model::CostModel& cost, int64_t mean_cached, int
 // batching (no fixed pass cost). The simulator and the live service (modeled compute) both call it.
 double prefill_work_s(const model::CostModel& cost, int64_t cached, int64_t fresh);
 
+// Algorithm 1's choice for the next request among `engines` (C2 before C3, then the fewest
+// tokens, kTail: the least work; ties to the lowest index), or -1 when every engine is
+// overloaded (C1). `read_q_tokens` is indexed by PeEngineLoad::node. The request itself does not
+// enter the choice: only the engines' loads do.
+int pick_pe(std::span<const PeEngineLoad> engines, std::span<const int64_t> read_q_tokens,
+            const PeParams& params);
+
 // One fetch of a PE group: pops requests from the front of the global FIFO `queue` while some
 // engine of `engines` is not overloaded; engines on nodes with a short read queue come first,
 // then the one with the fewest tokens (kTail: the least work). `read_q_tokens` is indexed by PeEngineLoad::node.

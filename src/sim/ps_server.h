@@ -15,8 +15,9 @@
 #include <cstdint>
 #include <deque>
 #include <limits>
-#include <queue>
-#include <vector>
+#include <utility>
+
+#include "sim/dary_heap.h"
 
 namespace dualpath::sim {
 
@@ -55,7 +56,7 @@ class PsServer {
   // Removes the job due next (call at next_departure(), after advance()) and admits a waiter,
   // whose id goes to *admitted when given (left unchanged when no job was waiting).
   uint32_t pop(uint32_t* admitted = nullptr) {
-    Job j = active_.top();
+    const Job j = active_.top();
     active_.pop();
     if (j.v_finish > v_) v_ = j.v_finish;  // absorb rounding: it is done now
     if (!waiting_.empty() && active_.size() < max_active_) {
@@ -80,13 +81,13 @@ class PsServer {
     uint64_t seq;
     uint32_t job;
   };
-  struct Later {
+  struct Earlier {
     bool operator()(const Job& x, const Job& y) const {
-      return x.v_finish != y.v_finish ? x.v_finish > y.v_finish : x.seq > y.seq;
+      return x.v_finish != y.v_finish ? x.v_finish < y.v_finish : x.seq < y.seq;
     }
   };
   size_t max_active_;
-  std::priority_queue<Job, std::vector<Job>, Later> active_;
+  DaryHeap<Job, Earlier> active_;
   std::deque<std::pair<uint32_t, double>> waiting_;
   double v_ = 0;
   double last_ = 0;
