@@ -47,6 +47,14 @@ int64_t hit_tokens(const workload::TurnShape& t, int64_t block) {
 
 // One turn in flight; one per agent, since an agent waits for its turn to finish.
 struct Req {
+  // The agent's plan as its turns read it (AgentPlan lives apart; reading it cost a cache miss
+  // per event): its turns, its think times, whether it is a content-addressed request, and the
+  // KV it has stored so far (its context).
+  const workload::TurnShape* turns = nullptr;
+  const double* think_s = nullptr;
+  uint32_t nturns = 0, nthink = 0;
+  bool addressed = false;
+  int64_t kv_tokens = 0;
   int turn = -1;
   int64_t prompt = 0, hit = 0, gen = 0;
   int64_t new_left = 0;  // miss tokens not yet prefilled
@@ -212,12 +220,18 @@ class ClusterSim {
   double de_hit_bytes(const Req& r) const { return kv_bytes(r.de_hit); }
 
   void build();
+  void prefetch_req(uint32_t a) const {
+    const char* p = reinterpret_cast<const char*>(&reqs_[a]);
+    for (size_t off = 0; off < sizeof(Req); off += 64) __builtin_prefetch(p + off);
+  }
   void prefetch_for(const Event& e) const {
     switch (e.kind) {
       case kArrive:
+        prefetch_req(e.a);
+        __builtin_prefetch(&requests_[e.a], 1);
+        break;
       case kDecodeStart:
-        __builtin_prefetch(&reqs_[e.a]);
-        __builtin_prefetch(&agents_[e.a]);
+        prefetch_req(e.a);
         break;
       case kReadDone:
       case kWriteDone:
@@ -323,7 +337,6 @@ class ClusterSim {
     int running;
   };
   std::vector<Gauge> gauges_;         // sampled at each check
-  std::vector<int64_t> agent_kv_tokens_;  // tokens of KV the agent has stored (its context)
   double live_kv_tokens_ = 0;
   int64_t agents_arrived_ = 0, agents_finished_ = 0;
   double finished_time_sum_ = 0, arrived_length_sum_ = 0;
@@ -503,7 +516,15 @@ void ClusterSim::build() {
   reqs_.resize(agents_.size());
   requests_.resize(agents_.size());
   agent_finish_.assign(agents_.size(), std::numeric_limits<double>::infinity());
-  agent_kv_tokens_.assign(agents_.size(), 0);
+  for (size_t a = 0; a < agents_.size(); ++a) {
+    Req& r = reqs_[a];
+    const AgentPlan& plan = agents_[a];
+    r.turns = plan.turns.data();
+    r.nturns = static_cast<uint32_t>(plan.turns.size());
+    r.think_s = plan.think_s.data();
+    r.nthink = static_cast<uint32_t>(plan.think_s.size());
+    r.addressed = !plan.prefix_blocks.empty();
+  }
   for (const auto& ag : agents_) {
     if (ag.prefix_blocks.empty()) continue;
     trace_ = true;
@@ -534,13 +555,13 @@ void ClusterSim::build() {
 void ClusterSim::on_arrive(uint32_t a) {
   Req& r = reqs_[a];
   r.turn += 1;
-  const workload::TurnShape& t = agents_[a].turns[static_cast<size_t>(r.turn)];
+  const workload::TurnShape& t = r.turns[r.turn];
   r.prompt = t.prompt_tokens;
   const AgentPlan& plan = agents_[a];
   // The cached prefix: the turn's context, or (content-addressed) the leading full blocks that
   // earlier requests have stored.
   int64_t cached = t.context_tokens;
-  if (!plan.prefix_blocks.empty()) {
+  if (r.addressed) {
     const int64_t full = r.prompt / plan.prefix_block_tokens;
     int64_t lead = 0;
     while (lead < full && stored_block_[plan.prefix_blocks[static_cast<size_t>(lead)]]) ++lead;
@@ -984,7 +1005,8 @@ void ClusterSim::on_decode_start(uint32_t a) {
     return;
   }
   e.ctx_sum += static_cast<double>(r.prompt);
-  e.decode.add(a, static_cast<double>(r.gen - 1));
+  // The prompt rides with the job: its departure updates ctx_sum before reading the agent's Req.
+  e.decode.add(a, static_cast<double>(r.gen - 1), static_cast<uint32_t>(r.prompt));
   reschedule_decode(r.de);
 }
 
@@ -1002,8 +1024,10 @@ void ClusterSim::on_decode_done(uint32_t de, uint64_t version) {
   DeEngine& e = des_[de];
   if (version != e.decode.version()) return;
   e.decode.advance(now_);
-  uint32_t a = e.decode.pop();
-  e.ctx_sum -= static_cast<double>(reqs_[a].prompt);
+  uint32_t prompt = 0;
+  uint32_t a = e.decode.pop(nullptr, &prompt);
+  prefetch_req(a);  // finish_turn reads it once the next departure is scheduled
+  e.ctx_sum -= static_cast<double>(prompt);
   reschedule_decode(de);
   finish_turn(a);
 }
@@ -1026,18 +1050,18 @@ void ClusterSim::finish_turn(uint32_t a) {
   // Persist the full blocks this turn added (prompt tail and generated tokens) through the DE
   // node's storage NIC; the next turn's hit is exactly the blocks stored so far.
   const int64_t block = cfg_.block_tokens;
-  const AgentPlan& plan = agents_[a];
-  if (plan.prefix_blocks.empty()) {
+  if (!r.addressed) {
     int64_t new_blocks = (r.prompt + r.gen) / block - r.hit / block;
     if (!oracle() && new_blocks > 0) write_bytes(de_node_of(r.de), kv_bytes(new_blocks * block));
     // The agent's KV in the store is now its whole context, read again by its next turn.
     const int64_t kv = (r.prompt + r.gen) / block * block;
-    live_kv_tokens_ += static_cast<double>(kv - agent_kv_tokens_[a]);
-    agent_kv_tokens_[a] = kv;
+    live_kv_tokens_ += static_cast<double>(kv - r.kv_tokens);
+    r.kv_tokens = kv;
   } else {
     // Content-addressed: the prompt's full blocks not stored yet (another request may have
     // stored some of them meanwhile). Generated tokens have no ids in the trace: no later
     // request can name them, so they are not stored.
+    const AgentPlan& plan = agents_[a];
     int64_t fresh = 0;
     const int64_t full = r.prompt / plan.prefix_block_tokens;
     for (int64_t b = 0; b < full; ++b) {
@@ -1052,20 +1076,20 @@ void ClusterSim::finish_turn(uint32_t a) {
   }
 
   ++turns_done_;
-  if (static_cast<size_t>(r.turn + 1) < plan.turns.size()) {
-    __builtin_prefetch(&plan.turns[static_cast<size_t>(r.turn + 1)]);  // read by on_arrive
-    double think = static_cast<size_t>(r.turn + 1) < plan.think_s.size()
-                       ? plan.think_s[static_cast<size_t>(r.turn + 1)]
-                       : 0.0;
+  const auto next = static_cast<uint32_t>(r.turn + 1);
+  if (next < r.nturns) {
+    __builtin_prefetch(&r.turns[next]);  // read by on_arrive, which writes requests_[a]
+    __builtin_prefetch(&requests_[a], 1);
+    double think = next < r.nthink ? r.think_s[next] : 0.0;
     events_.push(now_ + think, kArrive, a);
   } else {
     agent_finish_[a] = now_;
     --agents_left_;
     ++agents_finished_;
-    finished_time_sum_ += now_ - plan.start_s;
-    if (plan.prefix_blocks.empty()) {
-      live_kv_tokens_ -= static_cast<double>(agent_kv_tokens_[a]);
-      agent_kv_tokens_[a] = 0;
+    finished_time_sum_ += now_ - agents_[a].start_s;
+    if (!r.addressed) {
+      live_kv_tokens_ -= static_cast<double>(r.kv_tokens);
+      r.kv_tokens = 0;
     }
   }
 }

@@ -32,11 +32,12 @@ class PsServer {
     last_ = now;
   }
   // Queues a job; it is served once fewer than max_active jobs are active. Returns whether its
-  // service starts now (false: it waits behind others). Call advance() first.
-  bool add(uint32_t job, double work) {
+  // service starts now (false: it waits behind others). Call advance() first. `tag` rides with
+  // the job to pop() (the caller's datum, so that a departure needs no lookup; active jobs only).
+  bool add(uint32_t job, double work, uint32_t tag = 0) {
     ++version_;
     if (active_.size() < max_active_) {
-      active_.push(Job{v_ + work, seq_++, job});
+      active_.push(Job{v_ + work, seq_++, job, tag});
       return true;
     }
     waiting_.push_back({job, work});
@@ -55,14 +56,15 @@ class PsServer {
   }
   // Removes the job due next (call at next_departure(), after advance()) and admits a waiter,
   // whose id goes to *admitted when given (left unchanged when no job was waiting).
-  uint32_t pop(uint32_t* admitted = nullptr) {
+  uint32_t pop(uint32_t* admitted = nullptr, uint32_t* tag = nullptr) {
     const Job j = active_.top();
+    if (tag != nullptr) *tag = j.tag;
     active_.pop();
     if (j.v_finish > v_) v_ = j.v_finish;  // absorb rounding: it is done now
     if (!waiting_.empty() && active_.size() < max_active_) {
       auto [job, work] = waiting_.front();
       waiting_.pop_front();
-      active_.push(Job{v_ + work, seq_++, job});
+      active_.push(Job{v_ + work, seq_++, job, 0});
       if (admitted != nullptr) *admitted = job;
     }
     ++version_;
@@ -80,14 +82,13 @@ class PsServer {
     double v_finish;
     uint64_t seq;
     uint32_t job;
+    uint32_t tag;
   };
-  struct Earlier {
-    bool operator()(const Job& x, const Job& y) const {
-      return x.v_finish != y.v_finish ? x.v_finish < y.v_finish : x.seq < y.seq;
-    }
+  struct KeyOf {  // v_finish >= 0: virtual time starts at 0 and only grows
+    OrderKey operator()(const Job& j) const { return order_key(j.v_finish, j.seq); }
   };
   size_t max_active_;
-  DaryHeap<Job, Earlier> active_;
+  DaryHeap<Job, KeyOf> active_;
   std::deque<std::pair<uint32_t, double>> waiting_;
   double v_ = 0;
   double last_ = 0;
