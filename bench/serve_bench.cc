@@ -18,6 +18,7 @@
 #include "bench/http_stream.h"
 #include "common/mutex.h"
 #include "serve/cluster.h"
+#include "serve/completion_request.h"
 #include "serve/http_api.h"
 #include "serve/local_nodes.h"
 #include "sim/experiment.h"
@@ -155,20 +156,78 @@ Exchange post_chat(httplib::Client& cli, const Json& body) {
 
 // Turn t of session s: the conversation so far plus its new user message, asked for as a greedy
 // stream with usage (the same requests in every mode and every soak interval).
-Exchange ask_turn(httplib::Client& cli, const std::string& model, Json& messages, uint64_t seed,
-                  uint64_t session, int turn, int64_t context_tokens, int64_t append_tokens,
-                  int64_t max_tokens) {
+Json turn_body(const std::string& model, Json& messages, uint64_t seed, uint64_t session, int turn,
+               int64_t context_tokens, int64_t append_tokens, int64_t max_tokens) {
   messages.push_back(
       {{"role", "user"},
        {"content", bench_text(seed * 1'000'003 + session * 10'007 + static_cast<uint64_t>(turn),
                               turn == 0 ? context_tokens : append_tokens)}});
-  const Json body = {{"model", model},
-                     {"messages", messages},
-                     {"max_tokens", max_tokens},
-                     {"temperature", 0},
-                     {"stream", true},
-                     {"stream_options", {{"include_usage", true}}}};
-  return post_chat(cli, body);
+  return {{"model", model},
+          {"messages", messages},
+          {"max_tokens", max_tokens},
+          {"temperature", 0},
+          {"stream", true},
+          {"stream_options", {{"include_usage", true}}}};
+}
+
+Exchange ask_turn(httplib::Client& cli, const std::string& model, Json& messages, uint64_t seed,
+                  uint64_t session, int turn, int64_t context_tokens, int64_t append_tokens,
+                  int64_t max_tokens) {
+  return post_chat(cli, turn_body(model, messages, seed, session, turn, context_tokens,
+                                  append_tokens, max_tokens));
+}
+
+// One request through the service's interface (ServeBenchOptions::direct).
+struct DirectExchange {
+  bool ok = false;
+  std::string error;
+  double ttft_s = 0, e2e_s = 0;
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+};
+
+// The body the API was sent, parsed and tokenized by the API's own code, run for `tokens` output
+// tokens under the bench's own cache namespace.
+DirectExchange ask_direct(serve::SchedulerService& service, const serve::Tokenizer& tok,
+                          const serve::CompletionLimits& limits, const Json& body,
+                          int64_t tokens) {
+  DirectExchange x;
+  auto parsed = serve::parse_completion_request(body.dump(), /*chat=*/true, limits, tok,
+                                                static_cast<serve::ReplyLookup*>(nullptr));
+  if (auto* e = std::get_if<serve::ApiError>(&parsed)) {
+    x.error = "the bench's body does not parse: " + e->message;
+    return x;
+  }
+  const serve::CompletionParams& p = std::get<serve::CompletionParams>(parsed);
+  serve::TurnRequest turn;
+  turn.tokens = p.prompt;
+  turn.gen_tokens = std::max<int64_t>(1, tokens);
+  turn.sampling = p.sampling;
+  turn.cache_namespace = "bench-serve-direct";
+  turn.cancel = std::make_shared<serve::TurnCancel>();
+  x.prompt_tokens = static_cast<int64_t>(p.prompt.size());
+  const auto sent = Clock::now();
+  std::atomic<int64_t> first_ns{-1};  // since `sent`; the callback runs on the turn's thread
+  turn.on_tokens = [&first_ns, sent](std::span<const int32_t> out) {
+    if (out.empty() || first_ns.load(std::memory_order_relaxed) >= 0) return;
+    first_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - sent)
+                       .count(),
+                   std::memory_order_relaxed);
+  };
+  auto r = service.run_turn(std::move(turn));
+  x.e2e_s = seconds(Clock::now() - sent);
+  if (!r.is_ok()) {
+    x.error = r.status().to_string();
+    return x;
+  }
+  x.completion_tokens = static_cast<int64_t>(r->output_tokens.size());
+  const int64_t first = first_ns.load(std::memory_order_relaxed);
+  if (first < 0) {
+    x.error = "no token reached on_tokens";
+    return x;
+  }
+  x.ttft_s = static_cast<double>(first) / 1e9;
+  x.ok = true;
+  return x;
 }
 
 }  // namespace
@@ -198,7 +257,7 @@ Json ServeBenchRun::to_json() const {
   for (const auto& [p, n] : read_paths) paths[p] = n;
   Json digests = Json::array();
   for (uint64_t d : session_digests) digests.push_back(fmt::format("{:016x}", d));
-  return {{"mode", mode},
+  Json j = {{"mode", mode},
           {"requests", requests},
           {"errors", errors},
           {"duration_s", duration_s},
@@ -216,6 +275,23 @@ Json ServeBenchRun::to_json() const {
           {"read_paths", paths},
           {"error_samples", error_samples},
           {"session_digests", digests}};
+  if (direct) {
+    const DirectRun& d = *direct;
+    j["direct"] = {{"requests", d.requests},
+                   {"errors", d.errors},
+                   {"prompt_mismatches", d.prompt_mismatches},
+                   {"ttft_s", sim::latency_json(d.ttft_s)},
+                   {"tpot_s", sim::latency_json(d.tpot_s)},
+                   {"e2e_s", sim::latency_json(d.e2e_s)},
+                   {"error_samples", d.error_samples}};
+    auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    j["api_overhead"] = {{"ttft_p50_ms", (ttft_s.p50 - d.ttft_s.p50) * 1e3},
+                         {"ttft_p99_ratio", ratio(ttft_s.p99, d.ttft_s.p99)},
+                         {"tpot_p50_ms", (tpot_s.p50 - d.tpot_s.p50) * 1e3},
+                         {"tpot_p99_ratio", ratio(tpot_s.p99, d.tpot_s.p99)},
+                         {"e2e_p50_ms", (e2e_s.p50 - d.e2e_s.p50) * 1e3}};
+  }
+  return j;
 }
 
 Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
@@ -259,9 +335,14 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   api.default_max_tokens = o.max_tokens;
   api.max_body_bytes = std::max<size_t>(api.max_body_bytes,
                                         static_cast<size_t>(api.max_model_len) * 4 + (1u << 20));
+  DP_ASSIGN_OR_RETURN(api.tokenizer, serve::tokenizer_for(co.config.engine));
+  const std::shared_ptr<const serve::Tokenizer> tokenizer = api.tokenizer;
   DP_ASSIGN_OR_RETURN(auto http, serve::HttpApi::start(api, cluster->service()));
   const int port = http->port();
   const std::string model = http->model_name();
+  const serve::CompletionLimits limits{model, api.max_model_len, api.default_max_tokens};
+  std::vector<double> direct_ttft, direct_tpot, direct_e2e;
+  if (o.direct) run.direct.emplace();
 
   // Guards run's samples and the progress calls (plain locals: the analysis cannot name them).
   Mutex mu;
@@ -281,9 +362,32 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
     for (int s; (s = next_session.fetch_add(1)) < o.sessions;) {
       Json messages = Json::array();
       for (int t = 0; t < o.turns; ++t) {
-        Exchange x = ask_turn(cli, model, messages, o.seed, static_cast<uint64_t>(s), t,
-                              o.context_tokens, o.append_tokens, o.max_tokens);
+        const Json body = turn_body(model, messages, o.seed, static_cast<uint64_t>(s), t,
+                                    o.context_tokens, o.append_tokens, o.max_tokens);
+        Exchange x = post_chat(cli, body);
+        std::optional<DirectExchange> d;
+        if (o.direct && x.ok) {
+          d = ask_direct(cluster->service(), *tokenizer, limits, body, x.completion_tokens);
+        }
         MutexLock lock(mu);
+        if (d) {
+          DirectRun& dr = *run.direct;
+          if (!d->ok) {
+            ++dr.errors;
+            if (dr.error_samples.size() < 5) {
+              dr.error_samples.push_back(fmt::format("session {} turn {}: {}", s, t, d->error));
+            }
+          } else {
+            ++dr.requests;
+            if (d->prompt_tokens != x.prompt_tokens) ++dr.prompt_mismatches;
+            direct_ttft.push_back(d->ttft_s);
+            direct_e2e.push_back(d->e2e_s);
+            if (d->completion_tokens > 1) {
+              direct_tpot.push_back((d->e2e_s - d->ttft_s) /
+                                    static_cast<double>(d->completion_tokens - 1));
+            }
+          }
+        }
         ++done;
         if (!x.ok) {
           ++run.errors;
@@ -324,6 +428,11 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   run.e2e_s = summarize(std::move(e2e));
   run.ttft_first_turn_s = summarize(std::move(ttft_first));
   run.ttft_later_turns_s = summarize(std::move(ttft_later));
+  if (run.direct) {
+    run.direct->ttft_s = summarize(std::move(direct_ttft));
+    run.direct->tpot_s = summarize(std::move(direct_tpot));
+    run.direct->e2e_s = summarize(std::move(direct_e2e));
+  }
   run.output_tokens_per_s = run.duration_s > 0 ? run.output_tokens / run.duration_s : 0;
   run.requests_per_s = run.duration_s > 0 ? run.requests / run.duration_s : 0;
   http.reset();
@@ -382,6 +491,25 @@ std::string serve_bench_table(const std::vector<ServeBenchRun>& runs) {
     for (const auto& [k, n] : r.read_paths) p += fmt::format(" {} {},", k, n);
     if (!p.empty()) p.pop_back();
     out += fmt::format("{:<22}{}:{}\n", "read paths", r.mode, p);
+  }
+  // --direct: the API against the service's interface, the same requests side by side.
+  for (const auto& r : runs) {
+    if (!r.direct) continue;
+    const DirectRun& d = *r.direct;
+    out += fmt::format(
+        "\n{}: the API against the service's interface ({} requests each, {} errors, {} prompt "
+        "mismatches)\n{:<22}{:>12}{:>12}{:>14}\n",
+        r.mode, d.requests, d.errors, d.prompt_mismatches, "", "API", "direct", "API adds");
+    auto pair = [&](const char* name, double api, double direct, bool ratio) {
+      out += fmt::format("{:<22}{:>12.2f}{:>12.2f}", name, api * 1e3, direct * 1e3);
+      out += ratio ? fmt::format("{:>13.3f}x\n", direct > 0 ? api / direct : 0.0)
+                   : fmt::format("{:>11.2f} ms\n", (api - direct) * 1e3);
+    };
+    pair("TTFT p50 (ms)", r.ttft_s.p50, d.ttft_s.p50, false);
+    pair("TTFT p99 (ms)", r.ttft_s.p99, d.ttft_s.p99, true);
+    pair("TPOT p50 (ms)", r.tpot_s.p50, d.tpot_s.p50, false);
+    pair("TPOT p99 (ms)", r.tpot_s.p99, d.tpot_s.p99, true);
+    pair("E2E p50 (ms)", r.e2e_s.p50, d.e2e_s.p50, false);
   }
   return out;
 }

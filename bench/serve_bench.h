@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,25 @@ struct ServeBenchOptions {
   std::vector<std::string> node_args;
   // Called after every request with (requests done, requests in all, real seconds so far).
   std::function<void(int64_t, int64_t, double)> progress;
+  // The API's own cost (`--direct`): right after each request has gone through the HTTP API, the
+  // same prompt (the API's own parser and tokenizer make its tokens from the same body) goes to
+  // the scheduler service's request interface (SchedulerService::run_turn: no HTTP, no JSON, no
+  // SSE) for as many tokens as the API's reply had, under a cache namespace of its own so that
+  // neither path hits the other's KV. Both paths then see the same cluster at the same load.
+  bool direct = false;
+};
+
+// The service-interface side of a `--direct` run, from the calling thread's clock: TTFT (the call
+// -> the first token's callback), TPOT (the first token -> run_turn's return, over the tokens
+// after the first), end to end.
+struct DirectRun {
+  int64_t requests = 0;
+  int64_t errors = 0;
+  // Requests whose prompt, tokenized by the bench, had another length than the API's usage
+  // reported (the comparison would not be of the same prompt): expected 0.
+  int64_t prompt_mismatches = 0;
+  LatencyStats ttft_s, tpot_s, e2e_s;
+  std::vector<std::string> error_samples;
 };
 
 struct ServeBenchRun {
@@ -71,6 +91,9 @@ struct ServeBenchRun {
   // Per session, the FNV-1a digest of every reply's text: equal across modes when the greedy
   // answers are the same.
   std::vector<uint64_t> session_digests;
+  // `--direct` only: the same requests through the service's interface, and what the API adds
+  // (API minus direct at p50, in ms; API over direct at p99).
+  std::optional<DirectRun> direct;
 
   Json to_json() const;
 };

@@ -25,6 +25,8 @@ TEST(ServeBench, BasicAndFullServeTheSameSessionsWithTheSameRepliesAndHitTheirKv
   o.node_program = DP_NODE_PROGRAM;
   std::vector<ServeBenchRun> runs;
   for (serve::ServeMode m : {serve::ServeMode::kBasic, serve::ServeMode::kFull}) {
+    // The second run also sends every request to the service's interface (--direct).
+    o.direct = m == serve::ServeMode::kFull;
     auto r = run_serve_bench(cfg, m, o);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     EXPECT_EQ(r->requests, 9) << r->mode;
@@ -56,6 +58,23 @@ TEST(ServeBench, BasicAndFullServeTheSameSessionsWithTheSameRepliesAndHitTheirKv
   EXPECT_TRUE(j["ttft_s"].contains("p50") && j["ttft_s"].contains("p99"));
   const std::string table = serve_bench_table(runs);
   EXPECT_NE(table.find("full/basic"), std::string::npos) << table;
+
+  // --direct: the same 9 prompts through run_turn, token for token the API's (its own parser
+  // made them from the same bodies), each timed.
+  EXPECT_FALSE(runs[0].direct.has_value());
+  EXPECT_FALSE(runs[0].to_json().contains("direct"));
+  ASSERT_TRUE(runs[1].direct.has_value());
+  const DirectRun& d = *runs[1].direct;
+  EXPECT_EQ(d.requests, 9) << (d.error_samples.empty() ? "" : d.error_samples[0]);
+  EXPECT_EQ(d.errors, 0);
+  EXPECT_EQ(d.prompt_mismatches, 0);
+  EXPECT_EQ(d.ttft_s.count, 9);
+  EXPECT_GT(d.ttft_s.p50, 0);
+  EXPECT_GE(d.e2e_s.p50, d.ttft_s.p50);
+  ASSERT_TRUE(j.contains("direct") && j.contains("api_overhead")) << j.dump();
+  for (const char* k : {"ttft_p50_ms", "ttft_p99_ratio", "tpot_p50_ms", "tpot_p99_ratio"})
+    EXPECT_TRUE(j["api_overhead"].contains(k)) << k;
+  EXPECT_NE(table.find("API adds"), std::string::npos) << table;
 }
 
 TEST(ServeBench, TextIsDeterministicAndExactlyAsLong) {

@@ -203,6 +203,12 @@ void setup(CLI::App& parent, int& exit_code) {
                   "write `runs` (mode, requests, errors, output_tokens_per_s, ttft_s, tpot_s, "
                   "cached_tokens, ...) and `ratios` here");
   cmd->add_option("--png", args->png_path, "draw tokens/s, TTFT p50/p99 and TPOT per mode here");
+  cmd->add_flag("--direct", args->bench.direct,
+                "the API's own cost: right after each request, send the same prompt (tokenized by "
+                "the API's own code) to the scheduler service's request interface, without HTTP, "
+                "for as many tokens as the API's reply had, in a cache namespace of its own; the "
+                "table and the JSON (runs[].direct, runs[].api_overhead) give TTFT and TPOT of "
+                "both side by side");
   cmd->add_flag("--quiet", args->quiet, "no progress lines on stderr");
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }
