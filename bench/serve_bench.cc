@@ -97,7 +97,12 @@ class SseReader {
     if (auto ch = j.find("choices"); ch != j.end() && ch->is_array() && !ch->empty()) {
       const Json& delta = (*ch)[0].value("delta", Json::object());
       if (delta.is_object() && delta.contains("content") && delta["content"].is_string()) {
-        if (!first_) {
+        // The stream opens with {"role": "assistant", "content": ""} before any token is
+        // generated (as OpenAI's does); the first token's chunk is the first after it, sent even
+        // when its tokens carry no text yet.
+        const bool role_only =
+            delta.contains("role") && delta["content"].get_ref<const std::string&>().empty();
+        if (!first_ && !role_only) {
           first_ = now;
           x_.ttft_s = seconds(now - sent_);
         }
@@ -127,12 +132,13 @@ class SseReader {
 
 Exchange post_chat(httplib::Client& cli, const Json& body) {
   Exchange x;
+  std::string text = body.dump();  // the client's own work: before the clock starts
   const auto sent = Clock::now();
   SseReader sse(x, sent);
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   const bool sent_ok = post_streamed(
-      cli, "/v1/chat/completions", body.dump(),
+      cli, "/v1/chat/completions", std::move(text),
       [&](const char* data, size_t n) { sse.feed(data, n); }, res, err);
   x.e2e_s = seconds(Clock::now() - sent);
   if (!sent_ok) {
@@ -182,17 +188,23 @@ struct DirectExchange {
   bool ok = false;
   std::string error;
   double ttft_s = 0, e2e_s = 0;
+  double parse_s = 0;  // the API's parser and tokenizer on the body, as the bench ran them
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  std::vector<int32_t> prompt, output;
 };
 
 // The body the API was sent, parsed and tokenized by the API's own code, run for `tokens` output
-// tokens under the bench's own cache namespace.
+// tokens under the bench's own cache namespace. `memo` holds this session's earlier replies'
+// tokens (the API splices its own the same way), so the earlier turns keep their tokens.
 DirectExchange ask_direct(serve::SchedulerService& service, const serve::Tokenizer& tok,
                           const serve::CompletionLimits& limits, const Json& body,
-                          int64_t tokens) {
+                          int64_t tokens, serve::ReplyMemo& memo) {
   DirectExchange x;
-  auto parsed = serve::parse_completion_request(body.dump(), /*chat=*/true, limits, tok,
-                                                static_cast<serve::ReplyLookup*>(nullptr));
+  const std::string text = body.dump();
+  const auto parse_start = Clock::now();
+  auto parsed = serve::parse_completion_request(text, /*chat=*/true, limits, tok,
+                                                static_cast<serve::ReplyLookup*>(&memo));
+  x.parse_s = seconds(Clock::now() - parse_start);
   if (auto* e = std::get_if<serve::ApiError>(&parsed)) {
     x.error = "the bench's body does not parse: " + e->message;
     return x;
@@ -220,6 +232,8 @@ DirectExchange ask_direct(serve::SchedulerService& service, const serve::Tokeniz
     return x;
   }
   x.completion_tokens = static_cast<int64_t>(r->output_tokens.size());
+  x.prompt = p.prompt;
+  x.output = std::move(r->output_tokens);
   const int64_t first = first_ns.load(std::memory_order_relaxed);
   if (first < 0) {
     x.error = "no token reached on_tokens";
@@ -283,13 +297,16 @@ Json ServeBenchRun::to_json() const {
                    {"ttft_s", sim::latency_json(d.ttft_s)},
                    {"tpot_s", sim::latency_json(d.tpot_s)},
                    {"e2e_s", sim::latency_json(d.e2e_s)},
+                   {"parse_s", sim::latency_json(d.parse_s)},
                    {"error_samples", d.error_samples}};
     auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
     j["api_overhead"] = {{"ttft_p50_ms", (ttft_s.p50 - d.ttft_s.p50) * 1e3},
                          {"ttft_p99_ratio", ratio(ttft_s.p99, d.ttft_s.p99)},
                          {"tpot_p50_ms", (tpot_s.p50 - d.tpot_s.p50) * 1e3},
                          {"tpot_p99_ratio", ratio(tpot_s.p99, d.tpot_s.p99)},
-                         {"e2e_p50_ms", (e2e_s.p50 - d.e2e_s.p50) * 1e3}};
+                         {"e2e_p50_ms", (e2e_s.p50 - d.e2e_s.p50) * 1e3},
+                         {"ttft_paired_p50_ms", d.ttft_paired_diff_s.p50 * 1e3},
+                         {"tpot_paired_p50_ms", d.tpot_paired_diff_s.p50 * 1e3}};
   }
   return j;
 }
@@ -341,7 +358,8 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   const int port = http->port();
   const std::string model = http->model_name();
   const serve::CompletionLimits limits{model, api.max_model_len, api.default_max_tokens};
-  std::vector<double> direct_ttft, direct_tpot, direct_e2e;
+  std::vector<double> direct_ttft, direct_tpot, direct_e2e, direct_parse;
+  std::vector<double> paired_ttft, paired_tpot;  // per request: the API's minus the direct one
   if (o.direct) run.direct.emplace();
 
   // Guards run's samples and the progress calls (plain locals: the analysis cannot name them).
@@ -361,13 +379,15 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
     cli.set_write_timeout(std::chrono::seconds(30));
     for (int s; (s = next_session.fetch_add(1)) < o.sessions;) {
       Json messages = Json::array();
+      serve::ReplyMemo memo(static_cast<size_t>(o.turns) + 1);  // this session's replies
       for (int t = 0; t < o.turns; ++t) {
         const Json body = turn_body(model, messages, o.seed, static_cast<uint64_t>(s), t,
                                     o.context_tokens, o.append_tokens, o.max_tokens);
         Exchange x = post_chat(cli, body);
         std::optional<DirectExchange> d;
         if (o.direct && x.ok) {
-          d = ask_direct(cluster->service(), *tokenizer, limits, body, x.completion_tokens);
+          d = ask_direct(cluster->service(), *tokenizer, limits, body, x.completion_tokens, memo);
+          if (d->ok) memo.remember(d->prompt, x.reply, d->output);
         }
         MutexLock lock(mu);
         if (d) {
@@ -381,10 +401,16 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
             ++dr.requests;
             if (d->prompt_tokens != x.prompt_tokens) ++dr.prompt_mismatches;
             direct_ttft.push_back(d->ttft_s);
+            direct_parse.push_back(d->parse_s);
+            paired_ttft.push_back(x.ttft_s - d->ttft_s);
             direct_e2e.push_back(d->e2e_s);
-            if (d->completion_tokens > 1) {
-              direct_tpot.push_back((d->e2e_s - d->ttft_s) /
-                                    static_cast<double>(d->completion_tokens - 1));
+            if (d->completion_tokens > 1 && x.completion_tokens > 1) {
+              const double direct_tpot_s =
+                  (d->e2e_s - d->ttft_s) / static_cast<double>(d->completion_tokens - 1);
+              direct_tpot.push_back(direct_tpot_s);
+              paired_tpot.push_back((x.e2e_s - x.ttft_s) /
+                                        static_cast<double>(x.completion_tokens - 1) -
+                                    direct_tpot_s);
             }
           }
         }
@@ -432,6 +458,9 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
     run.direct->ttft_s = summarize(std::move(direct_ttft));
     run.direct->tpot_s = summarize(std::move(direct_tpot));
     run.direct->e2e_s = summarize(std::move(direct_e2e));
+    run.direct->parse_s = summarize(std::move(direct_parse));
+    run.direct->ttft_paired_diff_s = summarize(std::move(paired_ttft));
+    run.direct->tpot_paired_diff_s = summarize(std::move(paired_tpot));
   }
   run.output_tokens_per_s = run.duration_s > 0 ? run.output_tokens / run.duration_s : 0;
   run.requests_per_s = run.duration_s > 0 ? run.requests / run.duration_s : 0;
@@ -510,6 +539,12 @@ std::string serve_bench_table(const std::vector<ServeBenchRun>& runs) {
     pair("TPOT p50 (ms)", r.tpot_s.p50, d.tpot_s.p50, false);
     pair("TPOT p99 (ms)", r.tpot_s.p99, d.tpot_s.p99, true);
     pair("E2E p50 (ms)", r.e2e_s.p50, d.e2e_s.p50, false);
+    out += fmt::format("{:<22}{:>12.2f}   (the API's parser and tokenizer on the body, p50)\n",
+                       "  parse (ms)", d.parse_s.p50 * 1e3);
+    out += fmt::format(
+        "{:<22}{:>12.2f}   (per request, the API's minus the direct one: median)\n{:<22}{:>12.3f}\n",
+        "paired TTFT (ms)", d.ttft_paired_diff_s.p50 * 1e3, "paired TPOT (ms)",
+        d.tpot_paired_diff_s.p50 * 1e3);
   }
   return out;
 }

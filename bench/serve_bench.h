@@ -68,6 +68,12 @@ struct DirectRun {
   // reported (the comparison would not be of the same prompt): expected 0.
   int64_t prompt_mismatches = 0;
   LatencyStats ttft_s, tpot_s, e2e_s;
+  // The part of the API's own work the bench can time apart: parse_completion_request (JSON,
+  // chat template, tokenizer) on the same body, in the bench's thread.
+  LatencyStats parse_s;
+  // Per request, the API's figure minus the direct one's on the same prompt (the medians are
+  // steadier than a difference of two medians when the cluster's own latency varies).
+  LatencyStats ttft_paired_diff_s, tpot_paired_diff_s;
   std::vector<std::string> error_samples;
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sentencepiece_processor.h>
+#include <xxhash.h>
 
 #include <charconv>
 #include <filesystem>
@@ -130,13 +131,10 @@ std::string TokenTextStream::push(std::span<const int32_t> tokens) {
 std::string ReplyMemo::key(std::string_view scope,
                            std::span<const int32_t> prompt,
                            const std::string& text) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the tokens' bytes
-  for (int32_t t : prompt) {
-    for (int i = 0; i < 4; ++i) {
-      h ^= static_cast<uint8_t>(static_cast<uint32_t>(t) >> (8 * i));
-      h *= 0x100000001B3ull;
-    }
-  }
+  // XXH3 over the tokens' bytes. A chat's parse looks up every earlier reply by the prompt
+  // before it: FNV-1a a byte at a time took ~0.5 ms of the parse of a 16,000-token, 8-turn chat
+  // (bench serve --direct), XXH3 a few microseconds.
+  const uint64_t h = XXH3_64bits(prompt.data(), prompt.size_bytes());
   // The scope is length-prefixed so that no scope and text pair reads as another.
   return fmt::format("{}:{}{:016x}{}", scope.size(), scope, h, text);
 }
