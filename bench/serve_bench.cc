@@ -7,8 +7,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -52,6 +55,9 @@ struct Exchange {
   std::string error;
   std::string reply;
   double ttft_s = 0, e2e_s = 0;
+  // The gaps between a token chunk and the one before it (vLLM's ITL: the first is after TTFT).
+  std::vector<double> itl_s;
+  Clock::time_point sent;
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   int64_t storage_read_bytes = 0;
   std::string read_path;
@@ -105,7 +111,10 @@ class SseReader {
         if (!first_ && !role_only) {
           first_ = now;
           x_.ttft_s = seconds(now - sent_);
+        } else if (first_ && !role_only) {
+          x_.itl_s.push_back(seconds(now - *last_));
         }
+        if (!role_only) last_ = now;
         x_.reply += delta["content"].get<std::string>();
       }
     }
@@ -124,7 +133,7 @@ class SseReader {
 
   Exchange& x_;
   Clock::time_point sent_;
-  std::optional<Clock::time_point> first_;
+  std::optional<Clock::time_point> first_, last_;
   std::string buf_, raw_;
   bool done_ = false;
   bool usage_ = false;
@@ -134,6 +143,7 @@ Exchange post_chat(httplib::Client& cli, const Json& body) {
   Exchange x;
   std::string text = body.dump();  // the client's own work: before the clock starts
   const auto sent = Clock::now();
+  x.sent = sent;
   SseReader sse(x, sent);
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
@@ -390,6 +400,9 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
           if (d->ok) memo.remember(d->prompt, x.reply, d->output);
         }
         MutexLock lock(mu);
+        run.records.push_back({x.ok, seconds(x.sent - start), x.prompt_tokens,
+                               x.completion_tokens, x.ttft_s, x.e2e_s, x.itl_s, x.reply,
+                               x.error});
         if (d) {
           DirectRun& dr = *run.direct;
           if (!d->ok) {
@@ -467,6 +480,182 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   http.reset();
   cluster.reset();
   return run;
+}
+
+namespace {
+
+// numpy's mean, median, std (ddof 0) and percentile (linear), in milliseconds.
+void vllm_stats(Json& j, const std::string& name, const std::vector<double>& seconds_samples) {
+  double mean_s = 0, var = 0;
+  for (double v : seconds_samples) mean_s += v;
+  const auto n = static_cast<double>(seconds_samples.size());
+  if (n > 0) mean_s /= n;
+  for (double v : seconds_samples) var += (v - mean_s) * (v - mean_s);
+  j["mean_" + name + "_ms"] = mean_s * 1e3;
+  j["median_" + name + "_ms"] = percentile(seconds_samples, 0.5) * 1e3;
+  j["std_" + name + "_ms"] = (n > 0 ? std::sqrt(var / n) : 0.0) * 1e3;
+  j["p99_" + name + "_ms"] = percentile(seconds_samples, 0.99) * 1e3;
+}
+
+struct VllmSamples {
+  std::vector<double> ttft, tpot, itl, e2el;
+  int64_t completed = 0, failed = 0, input_tokens = 0, output_tokens = 0;
+};
+
+VllmSamples vllm_samples(const ServeBenchRun& run) {
+  VllmSamples v;
+  for (const RequestRecord& r : run.records) {
+    if (!r.ok) {
+      ++v.failed;
+      continue;
+    }
+    ++v.completed;
+    v.input_tokens += r.input_len;
+    v.output_tokens += r.output_len;
+    v.ttft.push_back(r.ttft_s);
+    v.e2el.push_back(r.e2e_s);
+    v.itl.insert(v.itl.end(), r.itl_s.begin(), r.itl_s.end());
+    if (r.output_len > 1) {
+      v.tpot.push_back((r.e2e_s - r.ttft_s) / static_cast<double>(r.output_len - 1));
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+Json vllm_result_json(const ServeBenchRun& run, const VllmResultSetup& setup) {
+  const VllmSamples v = vllm_samples(run);
+  const double duration = run.duration_s;
+  auto per_s = [duration](double x) { return duration > 0 ? x / duration : 0.0; };
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(date, sizeof(date), "%Y%m%d-%H%M%S", &tm);
+  Json j;
+  j["date"] = date;
+  j["endpoint_type"] = "openai-chat";
+  j["backend"] = "openai-chat";
+  j["label"] = nullptr;
+  j["model_id"] = setup.model_id;
+  j["tokenizer_id"] = setup.tokenizer_id;
+  j["num_prompts"] = static_cast<int64_t>(run.records.size());
+  j["request_rate"] = "inf";  // closed loop: each client sends its next turn when one ends
+  j["burstiness"] = 1.0;
+  j["max_concurrency"] = setup.max_concurrency;
+  j["dualpath_mode"] = run.mode;  // ours: which run of `bench serve` this is
+  j["duration"] = duration;
+  j["completed"] = v.completed;
+  j["failed"] = v.failed;
+  j["total_input_tokens"] = v.input_tokens;
+  j["total_output_tokens"] = v.output_tokens;
+  j["request_throughput"] = per_s(static_cast<double>(v.completed));
+  j["request_goodput"] = nullptr;  // no --goodput SLO given
+  j["output_throughput"] = per_s(static_cast<double>(v.output_tokens));
+  j["total_token_throughput"] = per_s(static_cast<double>(v.input_tokens + v.output_tokens));
+  Json input_lens = Json::array(), output_lens = Json::array(), ttfts = Json::array(),
+       itls = Json::array(), latencies = Json::array(), start_times = Json::array(),
+       queue_times = Json::array(), texts = Json::array(), errors = Json::array();
+  // The peak of requests in flight, and of output tokens per whole second (a request's tokens
+  // spread evenly over its chunks: the stream does not say how many tokens a chunk carried).
+  std::vector<std::pair<double, int>> edges;
+  std::map<int64_t, double> tokens_by_second;
+  for (const RequestRecord& r : run.records) {
+    input_lens.push_back(r.input_len);
+    output_lens.push_back(r.ok ? r.output_len : 0);
+    ttfts.push_back(r.ok ? r.ttft_s : 0.0);
+    itls.push_back(r.itl_s);
+    latencies.push_back(r.e2e_s);
+    start_times.push_back(r.start_s);
+    queue_times.push_back(0.0);  // no client-side queue: a client sends when its turn comes
+    texts.push_back(r.generated_text);
+    errors.push_back(r.error);
+    edges.push_back({r.start_s, +1});
+    edges.push_back({r.start_s + r.e2e_s, -1});
+    if (r.ok && r.output_len > 0) {
+      const double per_chunk =
+          static_cast<double>(r.output_len) / static_cast<double>(r.itl_s.size() + 1);
+      double t = r.start_s + r.ttft_s;
+      tokens_by_second[static_cast<int64_t>(t)] += per_chunk;
+      for (double gap : r.itl_s) {
+        t += gap;
+        tokens_by_second[static_cast<int64_t>(t)] += per_chunk;
+      }
+    }
+  }
+  j["input_lens"] = input_lens;
+  j["output_lens"] = output_lens;
+  j["ttfts"] = ttfts;
+  j["itls"] = itls;
+  j["latencies"] = latencies;
+  j["start_times"] = start_times;
+  j["queue_times"] = queue_times;
+  j["generated_texts"] = texts;
+  j["errors"] = errors;
+  double max_tokens_per_s = 0;
+  for (const auto& [second, tokens] : tokens_by_second) {
+    max_tokens_per_s = std::max(max_tokens_per_s, tokens);
+  }
+  std::sort(edges.begin(), edges.end());
+  int in_flight = 0, peak = 0;
+  for (const auto& [t, d] : edges) peak = std::max(peak, in_flight += d);
+  j["max_output_tokens_per_s"] = max_tokens_per_s;
+  j["max_concurrent_requests"] = peak;
+  vllm_stats(j, "ttft", v.ttft);
+  vllm_stats(j, "tpot", v.tpot);
+  vllm_stats(j, "itl", v.itl);
+  vllm_stats(j, "e2el", v.e2el);
+  return j;
+}
+
+std::string vllm_result_block(const ServeBenchRun& run) {
+  const Json j = vllm_result_json(run, {});
+  auto line = [](std::string_view name, double v, int decimals) {
+    return fmt::format("{:<40}{:<10.{}f}\n", name, v, decimals);
+  };
+  auto head = [](std::string_view title) { return fmt::format("{:-^50}\n", title); };
+  std::string out = fmt::format("{:=^50}\n", fmt::format(" Serving Benchmark Result ({}) ", run.mode));
+  out += fmt::format("{:<40}{:<10}\n", "Successful requests:", j["completed"].get<int64_t>());
+  out += fmt::format("{:<40}{:<10}\n", "Failed requests:", j["failed"].get<int64_t>());
+  out += line("Benchmark duration (s):", j["duration"].get<double>(), 2);
+  out += fmt::format("{:<40}{:<10}\n", "Total input tokens:", j["total_input_tokens"].get<int64_t>());
+  out += fmt::format("{:<40}{:<10}\n", "Total generated tokens:",
+                     j["total_output_tokens"].get<int64_t>());
+  out += line("Request throughput (req/s):", j["request_throughput"].get<double>(), 2);
+  out += line("Output token throughput (tok/s):", j["output_throughput"].get<double>(), 2);
+  out += line("Peak output token throughput (tok/s):", j["max_output_tokens_per_s"].get<double>(), 2);
+  out += fmt::format("{:<40}{:<10}\n", "Peak concurrent requests:",
+                     j["max_concurrent_requests"].get<int>());
+  out += line("Total Token throughput (tok/s):", j["total_token_throughput"].get<double>(), 2);
+  const std::pair<const char*, const char*> families[] = {
+      {"ttft", "Time to First Token"},
+      {"tpot", "Time per Output Token (excl. 1st token)"},
+      {"itl", "Inter-token Latency"},
+      {"e2el", "End-to-end Latency"}};
+  for (const auto& [key, title] : families) {
+    std::string upper(key);
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    out += head(title);
+    out += line(fmt::format("Mean {} (ms):", upper), j["mean_" + std::string(key) + "_ms"].get<double>(), 2);
+    out += line(fmt::format("Median {} (ms):", upper), j["median_" + std::string(key) + "_ms"].get<double>(), 2);
+    out += line(fmt::format("P99 {} (ms):", upper), j["p99_" + std::string(key) + "_ms"].get<double>(), 2);
+  }
+  // Ours: the turns that hit (every later turn of a session) apart, and where the hits were read.
+  out += head("DualPath");
+  out += line("Later turns' TTFT p50 (ms):", run.ttft_later_turns_s.p50 * 1e3, 2);
+  out += line("Later turns' TTFT p99 (ms):", run.ttft_later_turns_s.p99 * 1e3, 2);
+  out += line("Cached prompt tokens (%):",
+              run.prompt_tokens > 0 ? 100.0 * static_cast<double>(run.cached_tokens) /
+                                          static_cast<double>(run.prompt_tokens)
+                                    : 0.0,
+              1);
+  out += line("Storage read (MB):", static_cast<double>(run.storage_read_bytes) / 1e6, 1);
+  std::string paths;
+  for (const auto& [p, n] : run.read_paths) paths += fmt::format("{} {} ", p, n);
+  out += fmt::format("{:<40}{}\n", "Read paths (requests):", paths);
+  out += std::string(50, '=') + "\n";
+  return out;
 }
 
 std::string serve_bench_table(const std::vector<ServeBenchRun>& runs) {

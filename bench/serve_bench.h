@@ -77,6 +77,17 @@ struct DirectRun {
   std::vector<std::string> error_samples;
 };
 
+// One request as the client saw it, in completion order (what vLLM's --save-result lists).
+struct RequestRecord {
+  bool ok = false;
+  double start_s = 0;  // sent, since the run's start
+  int64_t input_len = 0, output_len = 0;  // the reply's usage (0 where it carried none)
+  double ttft_s = 0, e2e_s = 0;
+  std::vector<double> itl_s;  // the gaps between token chunks after the first
+  std::string generated_text;
+  std::string error;  // empty when ok
+};
+
 struct ServeBenchRun {
   std::string mode;  // basic, full or oracle
   int64_t requests = 0;  // answered 200 with a complete stream
@@ -100,6 +111,7 @@ struct ServeBenchRun {
   // `--direct` only: the same requests through the service's interface, and what the API adds
   // (API minus direct at p50, in ms; API over direct at p99).
   std::optional<DirectRun> direct;
+  std::vector<RequestRecord> records;  // every request, in completion order
 
   Json to_json() const;
 };
@@ -112,6 +124,20 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
 
 // The guide's table: one column per run, and each run against the first (normally basic).
 std::string serve_bench_table(const std::vector<ServeBenchRun>& runs);
+
+// The run as vLLM's `vllm bench serve --save-result` writes it (vllm/benchmarks/serve.py, its
+// field names and units: seconds in the per-request lists and `duration`, milliseconds in the
+// `*_ms` statistics, ttft/tpot/itl/e2el with mean, median, std and p99), so that scripts written
+// for vLLM's files read ours unchanged. Per-request lists cover every request (a failed one:
+// zeros and its error); the statistics the successful ones.
+struct VllmResultSetup {
+  std::string model_id, tokenizer_id;
+  int max_concurrency = 0;
+};
+Json vllm_result_json(const ServeBenchRun& run, const VllmResultSetup& setup);
+
+// vLLM's "Serving Benchmark Result" block for the same run.
+std::string vllm_result_block(const ServeBenchRun& run);
 
 // The soak (`dualpath bench soak`): multi-turn sessions through the API at a steady load for a
 // while, sampled every interval; at the end, whether anything drifted. A client thread runs

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -29,6 +30,7 @@ struct ServeBenchArgs {
   std::string modes = "basic,full";
   std::string json_path;
   std::string png_path;
+  std::string save_result_path;
   bench::ServeBenchOptions bench;
   bool quiet = false;
 };
@@ -64,7 +66,8 @@ int run(const ServeBenchArgs& a) {
     }
   }
   if (modes.empty()) return usage_error("--mode: name at least one of basic, full, oracle");
-  for (const auto& [flag, path] : {std::pair{"--json", a.json_path}, {"--png", a.png_path}}) {
+  for (const auto& [flag, path] : {std::pair{"--json", a.json_path}, {"--png", a.png_path},
+                                   {"--save-result", a.save_result_path}}) {
     if (Status s = check_output_file_if_given(flag, path); !s.is_ok()) return usage_error(s.message());
   }
   const auto& b = a.bench;
@@ -157,6 +160,30 @@ int run(const ServeBenchArgs& a) {
       return usage_error(s.message());
     }
   }
+  if (!a.save_result_path.empty()) {
+    // vLLM's file is one run: with several modes each gets its own (serve-basic.json, ...), and
+    // the path given holds the last mode's (DualPath on, in the default basic,full).
+    const std::filesystem::path given(a.save_result_path);
+    const bench::VllmResultSetup setup{e.model, e.model, concurrency};
+    for (size_t i = 0; i < runs.size(); ++i) {
+      std::fputs(bench::vllm_result_block(runs[i]).c_str(), stdout);
+      const Json j = bench::vllm_result_json(runs[i], setup);
+      std::vector<std::string> paths;
+      if (runs.size() > 1) {
+        paths.push_back((given.parent_path() / (given.stem().string() + "-" + runs[i].mode +
+                                                 given.extension().string()))
+                            .string());
+      }
+      if (i + 1 == runs.size()) paths.push_back(a.save_result_path);
+      for (const std::string& path : paths) {
+        if (Status s = write_text_file(path, j.dump(2) + "\n"); !s.is_ok()) {
+          return usage_error(s.message());
+        }
+        std::printf("wrote %s (vLLM's --save-result format, %s)\n", path.c_str(),
+                    runs[i].mode.c_str());
+      }
+    }
+  }
   if (!a.png_path.empty()) {
     if (Status s = write_png(a.png_path, runs); !s.is_ok()) {
       std::fprintf(stderr, "dualpath bench serve: no PNG: %s\n", s.message().c_str());
@@ -203,6 +230,14 @@ void setup(CLI::App& parent, int& exit_code) {
                   "write `runs` (mode, requests, errors, output_tokens_per_s, ttft_s, tpot_s, "
                   "cached_tokens, ...) and `ratios` here");
   cmd->add_option("--png", args->png_path, "draw tokens/s, TTFT p50/p99 and TPOT per mode here");
+  cmd->add_option("--save-result", args->save_result_path,
+                  "also write each run as vLLM's `vllm bench serve --save-result` writes it (its "
+                  "field names and units: request_throughput, output_throughput, mean/median/std/"
+                  "p99 of ttft, tpot, itl and e2el in ms, and per request input_lens, output_lens, "
+                  "ttfts, itls, latencies, start_times, generated_texts, errors), so that scripts "
+                  "made for vLLM's files read ours; and print vLLM's result block. With several "
+                  "modes each goes to FILE-MODE.json and FILE holds the last")
+      ->type_name("FILE");
   cmd->add_flag("--direct", args->bench.direct,
                 "the API's own cost: right after each request, send the same prompt (tokenized by "
                 "the API's own code) to the scheduler service's request interface, without HTTP, "
