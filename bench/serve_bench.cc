@@ -276,6 +276,48 @@ std::string bench_text(uint64_t seed, int64_t bytes) {
   return out;
 }
 
+namespace {
+
+// Per round and goodput, from the run's records.
+void finish_records(ServeBenchRun& run, const GoodputSlo& slo) {
+  std::map<int, std::vector<double>> ttft;
+  std::map<int, std::pair<int64_t, int64_t>> tokens;  // cached, prompt
+  std::map<int, int64_t> requests;
+  for (const RequestRecord& r : run.records) {
+    requests[r.round] += 1;
+    if (!r.ok) continue;
+    ttft[r.round].push_back(r.ttft_s);
+    tokens[r.round].first += r.cached_tokens;
+    tokens[r.round].second += r.input_len;
+  }
+  run.per_round.clear();
+  for (const auto& [round, n] : requests) {
+    ServeBenchRun::Round x;
+    x.round = round;
+    x.requests = n;
+    x.ttft_s = summarize(ttft[round]);
+    const auto [cached, prompt] = tokens[round];
+    x.hit_ratio = prompt > 0 ? static_cast<double>(cached) / static_cast<double>(prompt) : 0.0;
+    run.per_round.push_back(x);
+  }
+  if (!slo.given()) return;
+  run.goodput_slo = slo;
+  run.good_requests = 0;
+  for (const RequestRecord& r : run.records) {
+    if (!r.ok) continue;
+    const double tpot_ms =
+        r.output_len > 1 ? (r.e2e_s - r.ttft_s) / static_cast<double>(r.output_len - 1) * 1e3 : 0;
+    const bool good = (slo.ttft_ms <= 0 || r.ttft_s * 1e3 <= slo.ttft_ms) &&
+                      (slo.tpot_ms <= 0 || tpot_ms <= slo.tpot_ms) &&
+                      (slo.e2el_ms <= 0 || r.e2e_s * 1e3 <= slo.e2el_ms);
+    run.good_requests += good ? 1 : 0;
+  }
+  run.request_goodput =
+      run.duration_s > 0 ? static_cast<double>(run.good_requests) / run.duration_s : 0.0;
+}
+
+}  // namespace
+
 Json ServeBenchRun::to_json() const {
   Json paths = Json::object();
   for (const auto& [p, n] : read_paths) paths[p] = n;
@@ -299,6 +341,25 @@ Json ServeBenchRun::to_json() const {
           {"read_paths", paths},
           {"error_samples", error_samples},
           {"session_digests", digests}};
+  Json rounds = Json::array();
+  for (const Round& r : per_round) {
+    rounds.push_back({{"round", r.round},
+                      {"requests", r.requests},
+                      {"ttft_s", {{"p50", r.ttft_s.p50}, {"p99", r.ttft_s.p99}}},
+                      {"hit_ratio", r.hit_ratio}});
+  }
+  j["per_round"] = rounds;
+  if (goodput_slo) {
+    Json slo = Json::object();
+    if (goodput_slo->ttft_ms > 0) slo["ttft_ms"] = goodput_slo->ttft_ms;
+    if (goodput_slo->tpot_ms > 0) slo["tpot_ms"] = goodput_slo->tpot_ms;
+    if (goodput_slo->e2el_ms > 0) slo["e2el_ms"] = goodput_slo->e2el_ms;
+    j["goodput"] = {{"slo", slo},
+                    {"good_requests", good_requests},
+                    {"request_goodput", request_goodput}};
+  } else {
+    j["goodput"] = nullptr;
+  }
   if (direct) {
     const DirectRun& d = *direct;
     j["direct"] = {{"requests", d.requests},
@@ -400,9 +461,19 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
           if (d->ok) memo.remember(d->prompt, x.reply, d->output);
         }
         MutexLock lock(mu);
-        run.records.push_back({x.ok, seconds(x.sent - start), x.prompt_tokens,
-                               x.completion_tokens, x.ttft_s, x.e2e_s, x.itl_s, x.reply,
-                               x.error});
+        RequestRecord rec;
+        rec.ok = x.ok;
+        rec.round = t;
+        rec.start_s = seconds(x.sent - start);
+        rec.cached_tokens = x.cached_tokens;
+        rec.input_len = x.prompt_tokens;
+        rec.output_len = x.completion_tokens;
+        rec.ttft_s = x.ttft_s;
+        rec.e2e_s = x.e2e_s;
+        rec.itl_s = x.itl_s;
+        rec.generated_text = x.reply;
+        rec.error = x.error;
+        run.records.push_back(std::move(rec));
         if (d) {
           DirectRun& dr = *run.direct;
           if (!d->ok) {
@@ -467,6 +538,7 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   run.e2e_s = summarize(std::move(e2e));
   run.ttft_first_turn_s = summarize(std::move(ttft_first));
   run.ttft_later_turns_s = summarize(std::move(ttft_later));
+  finish_records(run, o.goodput);
   if (run.direct) {
     run.direct->ttft_s = summarize(std::move(direct_ttft));
     run.direct->tpot_s = summarize(std::move(direct_tpot));
@@ -551,7 +623,11 @@ Json vllm_result_json(const ServeBenchRun& run, const VllmResultSetup& setup) {
   j["total_input_tokens"] = v.input_tokens;
   j["total_output_tokens"] = v.output_tokens;
   j["request_throughput"] = per_s(static_cast<double>(v.completed));
-  j["request_goodput"] = nullptr;  // no --goodput SLO given
+  if (run.goodput_slo) {
+    j["request_goodput"] = run.request_goodput;
+  } else {
+    j["request_goodput"] = nullptr;  // no --goodput SLO given
+  }
   j["output_throughput"] = per_s(static_cast<double>(v.output_tokens));
   j["total_token_throughput"] = per_s(static_cast<double>(v.input_tokens + v.output_tokens));
   Json input_lens = Json::array(), output_lens = Json::array(), ttfts = Json::array(),
@@ -623,6 +699,7 @@ std::string vllm_result_block(const ServeBenchRun& run) {
   out += fmt::format("{:<40}{:<10}\n", "Total generated tokens:",
                      j["total_output_tokens"].get<int64_t>());
   out += line("Request throughput (req/s):", j["request_throughput"].get<double>(), 2);
+  if (run.goodput_slo) out += line("Request goodput (req/s):", run.request_goodput, 2);
   out += line("Output token throughput (tok/s):", j["output_throughput"].get<double>(), 2);
   out += line("Peak output token throughput (tok/s):", j["max_output_tokens_per_s"].get<double>(), 2);
   out += fmt::format("{:<40}{:<10}\n", "Peak concurrent requests:",
@@ -709,6 +786,20 @@ std::string serve_bench_table(const std::vector<ServeBenchRun>& runs) {
     for (const auto& [k, n] : r.read_paths) p += fmt::format(" {} {},", k, n);
     if (!p.empty()) p.pop_back();
     out += fmt::format("{:<22}{}:{}\n", "read paths", r.mode, p);
+  }
+  // Per round: the first turns compute their whole prompt, later ones hit what came before.
+  out += fmt::format("\n{:<10}{:>8}{:>10}{:>16}{:>16}{:>12}\n", "per round", "mode",
+                     "requests", "TTFT p50 (ms)", "TTFT p99 (ms)", "hit ratio");
+  for (const auto& r : runs) {
+    for (const auto& x : r.per_round) {
+      out += fmt::format("{:<10}{:>8}{:>10}{:>16.1f}{:>16.1f}{:>11.1f}%\n", x.round, r.mode,
+                         x.requests, x.ttft_s.p50 * 1e3, x.ttft_s.p99 * 1e3, x.hit_ratio * 100);
+    }
+  }
+  for (const auto& r : runs) {
+    if (!r.goodput_slo) continue;
+    out += fmt::format("goodput {}: {} of {} requests met the SLO, {:.2f} req/s\n", r.mode,
+                       r.good_requests, r.requests, r.request_goodput);
   }
   // --direct: the API against the service's interface, the same requests side by side.
   for (const auto& r : runs) {

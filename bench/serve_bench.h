@@ -36,6 +36,13 @@ namespace dualpath::bench {
 
 using Json = nlohmann::json;
 
+// vLLM's goodput (`--goodput ttft:MS tpot:MS e2el:MS`): a request counts when it meets every SLO
+// given (0: not given).
+struct GoodputSlo {
+  double ttft_ms = 0, tpot_ms = 0, e2el_ms = 0;
+  bool given() const { return ttft_ms > 0 || tpot_ms > 0 || e2el_ms > 0; }
+};
+
 struct ServeBenchOptions {
   int sessions = 16;
   int turns = 10;
@@ -56,6 +63,7 @@ struct ServeBenchOptions {
   // SSE) for as many tokens as the API's reply had, under a cache namespace of its own so that
   // neither path hits the other's KV. Both paths then see the same cluster at the same load.
   bool direct = false;
+  GoodputSlo goodput;
 };
 
 // The service-interface side of a `--direct` run, from the calling thread's clock: TTFT (the call
@@ -80,7 +88,9 @@ struct DirectRun {
 // One request as the client saw it, in completion order (what vLLM's --save-result lists).
 struct RequestRecord {
   bool ok = false;
+  int round = 0;       // the turn of its session (0: the first)
   double start_s = 0;  // sent, since the run's start
+  int64_t cached_tokens = 0;
   int64_t input_len = 0, output_len = 0;  // the reply's usage (0 where it carried none)
   double ttft_s = 0, e2e_s = 0;
   std::vector<double> itl_s;  // the gaps between token chunks after the first
@@ -112,6 +122,19 @@ struct ServeBenchRun {
   // (API minus direct at p50, in ms; API over direct at p99).
   std::optional<DirectRun> direct;
   std::vector<RequestRecord> records;  // every request, in completion order
+  // Per round (turn index of the sessions): how fast its first token came and how much of its
+  // prompt was cached (LMCache's multi-round view: later rounds should hit).
+  struct Round {
+    int round = 0;
+    int64_t requests = 0;
+    LatencyStats ttft_s;
+    double hit_ratio = 0;  // cached / prompt tokens
+  };
+  std::vector<Round> per_round;
+  // With ServeBenchOptions::goodput: the successful requests that met every SLO, per second.
+  std::optional<GoodputSlo> goodput_slo;
+  int64_t good_requests = 0;
+  double request_goodput = 0;
 
   Json to_json() const;
 };

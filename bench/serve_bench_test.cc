@@ -27,6 +27,8 @@ TEST(ServeBench, BasicAndFullServeTheSameSessionsWithTheSameRepliesAndHitTheirKv
   for (serve::ServeMode m : {serve::ServeMode::kBasic, serve::ServeMode::kFull}) {
     // The second run also sends every request to the service's interface (--direct).
     o.direct = m == serve::ServeMode::kFull;
+    // vLLM's goodput: an SLO no request can meet in basic, one every request meets in full.
+    o.goodput.ttft_ms = m == serve::ServeMode::kFull ? 1e9 : 1e-6;
     auto r = run_serve_bench(cfg, m, o);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     EXPECT_EQ(r->requests, 9) << r->mode;
@@ -48,6 +50,24 @@ TEST(ServeBench, BasicAndFullServeTheSameSessionsWithTheSameRepliesAndHitTheirKv
     }
     runs.push_back(std::move(r).value());
   }
+  for (const ServeBenchRun& r : runs) {
+    ASSERT_EQ(r.per_round.size(), 3u) << r.mode;
+    EXPECT_EQ(r.per_round[0].hit_ratio, 0.0) << "a session's first turn has nothing cached";
+    EXPECT_GT(r.per_round[1].hit_ratio, 0.5) << r.mode;
+    EXPECT_EQ(r.per_round[2].requests, 3);
+    EXPECT_EQ(r.per_round[2].ttft_s.count, 3);
+    ASSERT_TRUE(r.goodput_slo.has_value());
+    EXPECT_EQ(r.records.size(), 9u);
+  }
+  EXPECT_EQ(runs[0].good_requests, 0);
+  EXPECT_EQ(runs[1].good_requests, 9);
+  EXPECT_GT(runs[1].request_goodput, 0);
+  EXPECT_EQ(runs[1].to_json()["per_round"].size(), 3u);
+  EXPECT_EQ(runs[1].to_json()["goodput"]["good_requests"], 9);
+  const Json vllm = vllm_result_json(runs[1], {"m", "m", 2});
+  EXPECT_EQ(vllm["completed"], 9);
+  EXPECT_EQ(vllm["ttfts"].size(), 9u);
+  EXPECT_GT(vllm["request_goodput"].get<double>(), 0);
   EXPECT_EQ(runs[0].session_digests, runs[1].session_digests)
       << "greedy replies differ between basic and full";
   const Json j = runs[1].to_json();

@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -31,6 +33,7 @@ struct ServeBenchArgs {
   std::string json_path;
   std::string png_path;
   std::string save_result_path;
+  std::vector<std::string> goodput;
   bench::ServeBenchOptions bench;
   bool quiet = false;
 };
@@ -70,7 +73,31 @@ int run(const ServeBenchArgs& a) {
                                    {"--save-result", a.save_result_path}}) {
     if (Status s = check_output_file_if_given(flag, path); !s.is_ok()) return usage_error(s.message());
   }
-  const auto& b = a.bench;
+  bench::ServeBenchOptions b = a.bench;
+  for (const std::string& g : a.goodput) {
+    // vLLM's spelling: --goodput ttft:500 tpot:50 (milliseconds).
+    const size_t colon = g.find(':');
+    const std::string name = g.substr(0, colon);
+    double ms = 0;
+    bool ok = colon != std::string::npos;
+    if (ok) {
+      const std::string v = g.substr(colon + 1);
+      char* end = nullptr;
+      ms = std::strtod(v.c_str(), &end);
+      ok = !v.empty() && end != nullptr && *end == '\0' && ms > 0 && std::isfinite(ms);
+    }
+    double* slot = name == "ttft" ? &b.goodput.ttft_ms
+                   : name == "tpot" ? &b.goodput.tpot_ms
+                   : name == "e2el" ? &b.goodput.e2el_ms
+                                    : nullptr;
+    if (!ok || slot == nullptr) {
+      return usage_error(fmt::format(
+          "--goodput '{}': give NAME:MS with NAME ttft, tpot or e2el and MS a positive number of "
+          "milliseconds (vLLM's spelling), e.g. --goodput ttft:500 tpot:50",
+          g));
+    }
+    *slot = ms;
+  }
   if (b.sessions < 1 || b.turns < 1 || b.concurrency < 0) {
     return usage_error(fmt::format(
         "--sessions {} --turns {} --concurrency {}: give at least one session of one turn, and a "
@@ -90,7 +117,7 @@ int run(const ServeBenchArgs& a) {
   std::vector<bench::ServeBenchRun> runs;
   for (serve::ServeMode m : modes) {
     const std::string name(serve::serve_mode_name(m));
-    bench::ServeBenchOptions o = b;
+    bench::ServeBenchOptions o = b;  // (with --goodput parsed)
     double last = -10;
     if (!a.quiet) {
       std::fprintf(stderr,
@@ -238,6 +265,12 @@ void setup(CLI::App& parent, int& exit_code) {
                   "made for vLLM's files read ours; and print vLLM's result block. With several "
                   "modes each goes to FILE-MODE.json and FILE holds the last")
       ->type_name("FILE");
+  cmd->add_option("--goodput", args->goodput,
+                  "SLOs for vLLM's goodput, in ms: ttft:MS tpot:MS e2el:MS (any of them); a "
+                  "request counts when it meets every one given. Adds runs[].goodput, "
+                  "request_goodput in --save-result, and a line per mode")
+      ->expected(1, 3)
+      ->type_name("NAME:MS");
   cmd->add_flag("--direct", args->bench.direct,
                 "the API's own cost: right after each request, send the same prompt (tokenized by "
                 "the API's own code) to the scheduler service's request interface, without HTTP, "
