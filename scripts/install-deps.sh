@@ -29,6 +29,7 @@ pkgs=(
   wamerican                     # /usr/share/dict/words: the built-in model's readability test
   gnuplot-nox                   # PNG/SVG figures (docs/results)
   python3-cram                  # scripts/docs-test.sh: the docs' shell blocks run as cram tests (docs/docs-test.md)
+  prometheus                    # the /metrics test: a real Prometheus scrapes serve, the dashboard's queries run on it
 )
 
 missing=()
