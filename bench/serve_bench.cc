@@ -278,8 +278,42 @@ std::string bench_text(uint64_t seed, int64_t bytes) {
 
 namespace {
 
-// Per round and goodput, from the run's records.
+// The successful requests' samples, in completion order (the run's statistics and vLLM's file).
+struct VllmSamples {
+  std::vector<double> ttft, tpot, itl, e2el;
+  int64_t completed = 0, failed = 0, input_tokens = 0, output_tokens = 0;
+};
+
+VllmSamples vllm_samples(const ServeBenchRun& run) {
+  VllmSamples v;
+  for (const RequestRecord& r : run.records) {
+    if (!r.ok) {
+      ++v.failed;
+      continue;
+    }
+    ++v.completed;
+    v.input_tokens += r.input_len;
+    v.output_tokens += r.output_len;
+    v.ttft.push_back(r.ttft_s);
+    v.e2el.push_back(r.e2e_s);
+    v.itl.insert(v.itl.end(), r.itl_s.begin(), r.itl_s.end());
+    if (r.has_tpot()) v.tpot.push_back(r.tpot_s());
+  }
+  return v;
+}
+
+// The run's latencies, per round and goodput, from its records.
 void finish_records(ServeBenchRun& run, const GoodputSlo& slo) {
+  VllmSamples v = vllm_samples(run);
+  run.ttft_s = summarize(std::move(v.ttft));
+  run.tpot_s = summarize(std::move(v.tpot));
+  run.e2e_s = summarize(std::move(v.e2el));
+  std::vector<double> first, later;  // the sessions' first turns (nothing cached) and the rest
+  for (const RequestRecord& r : run.records) {
+    if (r.ok) (r.round == 0 ? first : later).push_back(r.ttft_s);
+  }
+  run.ttft_first_turn_s = summarize(std::move(first));
+  run.ttft_later_turns_s = summarize(std::move(later));
   std::map<int, std::vector<double>> ttft;
   std::map<int, std::pair<int64_t, int64_t>> tokens;  // cached, prompt
   std::map<int, int64_t> requests;
@@ -305,8 +339,7 @@ void finish_records(ServeBenchRun& run, const GoodputSlo& slo) {
   run.good_requests = 0;
   for (const RequestRecord& r : run.records) {
     if (!r.ok) continue;
-    const double tpot_ms =
-        r.output_len > 1 ? (r.e2e_s - r.ttft_s) / static_cast<double>(r.output_len - 1) * 1e3 : 0;
+    const double tpot_ms = r.has_tpot() ? r.tpot_s() * 1e3 : 0;
     const bool good = (slo.ttft_ms <= 0 || r.ttft_s * 1e3 <= slo.ttft_ms) &&
                       (slo.tpot_ms <= 0 || tpot_ms <= slo.tpot_ms) &&
                       (slo.e2el_ms <= 0 || r.e2e_s * 1e3 <= slo.e2el_ms);
@@ -435,7 +468,6 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
 
   // Guards run's samples and the progress calls (plain locals: the analysis cannot name them).
   Mutex mu;
-  std::vector<double> ttft, tpot, e2e, ttft_first, ttft_later;
   run.session_digests.assign(static_cast<size_t>(o.sessions), 0xcbf29ce484222325ull);
   std::atomic<int> next_session{0};
   int64_t done = 0;
@@ -488,13 +520,15 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
             direct_parse.push_back(d->parse_s);
             paired_ttft.push_back(x.ttft_s - d->ttft_s);
             direct_e2e.push_back(d->e2e_s);
-            if (d->completion_tokens > 1 && x.completion_tokens > 1) {
-              const double direct_tpot_s =
-                  (d->e2e_s - d->ttft_s) / static_cast<double>(d->completion_tokens - 1);
-              direct_tpot.push_back(direct_tpot_s);
-              paired_tpot.push_back((x.e2e_s - x.ttft_s) /
-                                        static_cast<double>(x.completion_tokens - 1) -
-                                    direct_tpot_s);
+            // The same definition on both sides: the API's request as recorded, and this one.
+            const RequestRecord& api_side = run.records.back();
+            RequestRecord direct_side;
+            direct_side.output_len = d->completion_tokens;
+            direct_side.ttft_s = d->ttft_s;
+            direct_side.e2e_s = d->e2e_s;
+            if (direct_side.has_tpot() && api_side.has_tpot()) {
+              direct_tpot.push_back(direct_side.tpot_s());
+              paired_tpot.push_back(api_side.tpot_s() - direct_side.tpot_s());
             }
           }
         }
@@ -511,14 +545,6 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
           run.cached_tokens += x.cached_tokens;
           run.storage_read_bytes += x.storage_read_bytes;
           run.read_paths[x.read_path.empty() ? "?" : x.read_path] += 1;
-          ttft.push_back(x.ttft_s);
-          (t == 0 ? ttft_first : ttft_later).push_back(x.ttft_s);
-          e2e.push_back(x.e2e_s);
-          // vLLM's definition: the time after the first token over the tokens after it (the
-          // stream's end marks the last token: a modeled reply sends no text per token).
-          if (x.completion_tokens > 1) {
-            tpot.push_back((x.e2e_s - x.ttft_s) / static_cast<double>(x.completion_tokens - 1));
-          }
           auto& digest = run.session_digests[static_cast<size_t>(s)];
           digest = fnv1a(digest, x.reply);
           digest = fnv1a(digest, std::string_view("\x1e", 1));
@@ -533,11 +559,6 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   for (int i = 0; i < concurrency; ++i) threads.emplace_back(client);
   for (auto& t : threads) t.join();
   run.duration_s = seconds(Clock::now() - start);
-  run.ttft_s = summarize(std::move(ttft));
-  run.tpot_s = summarize(std::move(tpot));
-  run.e2e_s = summarize(std::move(e2e));
-  run.ttft_first_turn_s = summarize(std::move(ttft_first));
-  run.ttft_later_turns_s = summarize(std::move(ttft_later));
   finish_records(run, o.goodput);
   if (run.direct) {
     run.direct->ttft_s = summarize(std::move(direct_ttft));
@@ -567,31 +588,6 @@ void vllm_stats(Json& j, const std::string& name, const std::vector<double>& sec
   j["median_" + name + "_ms"] = percentile(seconds_samples, 0.5) * 1e3;
   j["std_" + name + "_ms"] = (n > 0 ? std::sqrt(var / n) : 0.0) * 1e3;
   j["p99_" + name + "_ms"] = percentile(seconds_samples, 0.99) * 1e3;
-}
-
-struct VllmSamples {
-  std::vector<double> ttft, tpot, itl, e2el;
-  int64_t completed = 0, failed = 0, input_tokens = 0, output_tokens = 0;
-};
-
-VllmSamples vllm_samples(const ServeBenchRun& run) {
-  VllmSamples v;
-  for (const RequestRecord& r : run.records) {
-    if (!r.ok) {
-      ++v.failed;
-      continue;
-    }
-    ++v.completed;
-    v.input_tokens += r.input_len;
-    v.output_tokens += r.output_len;
-    v.ttft.push_back(r.ttft_s);
-    v.e2el.push_back(r.e2e_s);
-    v.itl.insert(v.itl.end(), r.itl_s.begin(), r.itl_s.end());
-    if (r.output_len > 1) {
-      v.tpot.push_back((r.e2e_s - r.ttft_s) / static_cast<double>(r.output_len - 1));
-    }
-  }
-  return v;
 }
 
 }  // namespace
@@ -685,8 +681,7 @@ Json vllm_result_json(const ServeBenchRun& run, const VllmResultSetup& setup) {
   return j;
 }
 
-std::string vllm_result_block(const ServeBenchRun& run) {
-  const Json j = vllm_result_json(run, {});
+std::string vllm_result_block(const ServeBenchRun& run, const Json& j) {
   auto line = [](std::string_view name, double v, int decimals) {
     return fmt::format("{:<40}{:<10.{}f}\n", name, v, decimals);
   };

@@ -96,6 +96,10 @@ struct RequestRecord {
   std::vector<double> itl_s;  // the gaps between token chunks after the first
   std::string generated_text;
   std::string error;  // empty when ok
+  // vLLM's TPOT: the time after the first token over the tokens after it (the stream's end marks
+  // the last token: a modeled reply sends no text per token). Only with two tokens or more.
+  bool has_tpot() const { return output_len > 1; }
+  double tpot_s() const { return (e2e_s - ttft_s) / static_cast<double>(output_len - 1); }
 };
 
 struct ServeBenchRun {
@@ -159,8 +163,8 @@ struct VllmResultSetup {
 };
 Json vllm_result_json(const ServeBenchRun& run, const VllmResultSetup& setup);
 
-// vLLM's "Serving Benchmark Result" block for the same run.
-std::string vllm_result_block(const ServeBenchRun& run);
+// vLLM's "Serving Benchmark Result" block for the same run, from its vllm_result_json.
+std::string vllm_result_block(const ServeBenchRun& run, const Json& vllm_result);
 
 // The soak (`dualpath bench soak`): multi-turn sessions through the API at a steady load for a
 // while, sampled every interval; at the end, whether anything drifted. A client thread runs

@@ -193,8 +193,8 @@ int run(const ServeBenchArgs& a) {
     const std::filesystem::path given(a.save_result_path);
     const bench::VllmResultSetup setup{e.model, e.model, concurrency};
     for (size_t i = 0; i < runs.size(); ++i) {
-      std::fputs(bench::vllm_result_block(runs[i]).c_str(), stdout);
       const Json j = bench::vllm_result_json(runs[i], setup);
+      std::fputs(bench::vllm_result_block(runs[i], j).c_str(), stdout);
       std::vector<std::string> paths;
       if (runs.size() > 1) {
         paths.push_back((given.parent_path() / (given.stem().string() + "-" + runs[i].mode +
