@@ -188,6 +188,7 @@ Result<Cluster> start_cluster(const ControlBenchOptions& o, const std::string& d
   fo.prefill_nodes = o.prefill_nodes;
   fo.decode_nodes = o.decode_nodes;
   fo.token_rate = o.token_rate;
+  fo.register_pause = o.register_pause;
   DP_ASSIGN_OR_RETURN(c.nodes, FakeNodes::start(fo));
   // Ready: the serve process prints a line with "ready" once every node joined.
   const Duration deadline = clock.now() + std::chrono::seconds(120);

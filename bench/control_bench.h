@@ -16,6 +16,7 @@
 // The load generator and the fake nodes share this process; their CPU is reported too, as the
 // price of the measurement, not of the system.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -42,6 +43,8 @@ struct ControlBenchOptions {
   double fetch_interval_s = 0;   // the scheduler's group-fetch interval; 0: serve's default
   bool per_token_phase = true;   // run the one-token phase that splits CPU per turn and per token
   std::string work_dir;          // logs and the generated config; empty: a temporary directory
+  // Tests: a pause between two fake nodes' registrations, as a loaded machine makes them.
+  std::chrono::milliseconds register_pause{0};
 };
 
 struct ControlPhase {

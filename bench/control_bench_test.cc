@@ -42,5 +42,27 @@ TEST(ControlBench, EveryTurnAndTokenCrossesTheRealSchedulerAndApi) {
   EXPECT_EQ(j["errors"], 0);
 }
 
+// A node reports from the moment it joins, not once every node has registered: with registrations
+// spread over more than a lease (2 s here), as on a loaded machine with 132 nodes, the first nodes
+// stay alive and the cluster gets ready (the CI failure of stop 40: prefill nodes declared dead
+// before the last registered, and a fake node does not register again).
+TEST(ControlBench, NodesThatRegisterSlowlyKeepTheirLeases) {
+  ControlBenchOptions o;
+  o.dualpath_program = DP_DUALPATH_PROGRAM;
+  o.prefill_nodes = 2;
+  o.decode_nodes = 3;
+  o.rate = 10;
+  o.duration_s = 0.5;
+  o.idle_s = 0;
+  o.tokens = 2;
+  o.clients = 2;
+  o.per_token_phase = false;
+  o.register_pause = std::chrono::milliseconds(700);  // 4 pauses: 2.8 s of registration
+  auto r = run_control_bench(o, {});
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->main.errors, 0) << r->main.first_error;
+  EXPECT_EQ(r->main.completed, r->main.offered);
+}
+
 }  // namespace
 }  // namespace dualpath::bench

@@ -69,8 +69,17 @@ class FakeNodes::Impl final : public pb::Node::Service {
                                          control::kSchedulerMaxMessageBytes);
     stub_ = pb::Scheduler::NewStub(channel);
     const Duration deadline = clock_.now() + options_.register_timeout;
+    // Every node exists before the first registers (the reporter walks the published prefix
+    // while the rest register): a node reports from the moment it joins, as a real one does.
+    // Reporting only once all 132 had registered let the first ones' leases (2 s) run out on a
+    // loaded machine, and a fake node does not register again.
+    const int total = options_.prefill_nodes + options_.decode_nodes;
+    for (int i = 0; i < total; ++i) nodes_.push_back(std::make_unique<Node>());
     auto add = [&](pb::Role role, int count) -> dualpath::Status {
       for (int i = 0; i < count; ++i) {
+        if (published_.load(std::memory_order_relaxed) > 0 && options_.register_pause.count() > 0) {
+          clock_.sleep_for(options_.register_pause);
+        }
         pb::RegisterRequest reg;
         reg.set_role(role);
         reg.set_index(i);
@@ -91,26 +100,28 @@ class FakeNodes::Impl final : public pb::Node::Service {
           }
           clock_.sleep_for(std::chrono::milliseconds(100));  // the scheduler is starting
         }
-        auto node = std::make_unique<Node>();
-        node->setup = reply.setup();
-        node->session = reply.session();
-        pb::Hello& h = node->hello;
+        const size_t at = published_.load(std::memory_order_relaxed);
+        Node* raw = nodes_[at].get();
+        raw->setup = reply.setup();
+        raw->session = reply.session();
+        pb::Hello& h = raw->hello;
         h.set_role(role);
         h.set_index(reply.index());
         h.set_ucx_address("fake");  // forwarded to peers, never read: no data plane here
         h.set_dram_region("fake");
         for (int e = 0; e < std::max(1, reply.setup().engines()); ++e) h.add_hbm_regions("fake");
-        report_interval_ = std::chrono::milliseconds(std::max<int64_t>(
-            1, reply.setup().report_interval_ms() > 0 ? reply.setup().report_interval_ms() : 100));
-        Node* raw = node.get();
-        nodes_.push_back(std::move(node));
+        if (at == 0) {  // every node's setup names the same interval
+          report_interval_ = std::chrono::milliseconds(std::max<int64_t>(
+              1, reply.setup().report_interval_ms() > 0 ? reply.setup().report_interval_ms() : 100));
+        }
         raw->thread = std::thread([this, raw] { session(*raw); });
+        published_.store(at + 1, std::memory_order_release);
+        if (at == 0) reporter_ = std::thread([this] { report_loop(); });
       }
       return dualpath::Status::ok();
     };
     DP_RETURN_IF_ERROR(add(pb::ROLE_PREFILL, options_.prefill_nodes));
     DP_RETURN_IF_ERROR(add(pb::ROLE_DECODE, options_.decode_nodes));
-    reporter_ = std::thread([this] { report_loop(); });
     return dualpath::Status::ok();
   }
 
@@ -122,7 +133,8 @@ class FakeNodes::Impl final : public pb::Node::Service {
     }
     cv_.notify_all();
     if (reporter_.joinable()) reporter_.join();
-    for (auto& n : nodes_) {
+    for (size_t i = 0; i < published_.load(std::memory_order_acquire); ++i) {
+      Node* n = nodes_[i].get();
       n->context.TryCancel();
       if (n->thread.joinable()) n->thread.join();
     }
@@ -305,7 +317,9 @@ class FakeNodes::Impl final : public pb::Node::Service {
       (void)clock_.wait_until(cv_, lock, clock_.now() + report_interval_);
       if (stopping_) return;
       lock.unlock();
-      for (auto& n : nodes_) {
+      const size_t published = published_.load(std::memory_order_acquire);
+      for (size_t i = 0; i < published; ++i) {
+        Node* n = nodes_[i].get();
         pb::SessionMessage m;
         pb::LoadReport* r = m.mutable_report();
         r->set_dram_bytes(n->setup.dram_buffer_bytes());
@@ -321,8 +335,11 @@ class FakeNodes::Impl final : public pb::Node::Service {
   dualpath::Clock& clock_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<pb::Scheduler::Stub> stub_;
-  std::vector<std::unique_ptr<Node>> nodes_;  // fixed once start() returns
-  Duration report_interval_{std::chrono::milliseconds(100)};
+  // Sized before the first registration; the first `published_` are registered, their setup,
+  // session and hello fixed from then on.
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::atomic<size_t> published_{0};
+  Duration report_interval_{std::chrono::milliseconds(100)};  // set before the reporter starts
   std::thread reporter_;
   std::atomic<int64_t> prepare_{0}, prefill_{0}, decode_{0}, tokens_{0}, reports_{0};
 

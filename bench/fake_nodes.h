@@ -37,6 +37,7 @@ struct FakeNodesOptions {
   double token_rate = 0;  // tokens per second per decode; 0: no pacing
   int max_streams = 4096;
   std::chrono::seconds register_timeout{60};
+  std::chrono::milliseconds register_pause{0};  // tests: a slow registration, node after node
 };
 
 // What the fake nodes saw of one benchmark request (by its marker id).
