@@ -25,6 +25,7 @@
 #include "serve/http_api.h"
 #include "serve/local_nodes.h"
 #include "sim/experiment.h"
+#include "workload/mooncake_reader.h"
 
 namespace dualpath::bench {
 
@@ -101,13 +102,20 @@ class SseReader {
     }
     const auto now = Clock::now();
     if (auto ch = j.find("choices"); ch != j.end() && ch->is_array() && !ch->empty()) {
-      const Json& delta = (*ch)[0].value("delta", Json::object());
+      const Json& choice = (*ch)[0];
+      const Json delta = choice.is_object() ? choice.value("delta", Json::object()) : Json();
+      const std::string* piece = nullptr;  // a chat delta's content, or a completion's text
+      bool role_only = false;
       if (delta.is_object() && delta.contains("content") && delta["content"].is_string()) {
+        piece = &delta["content"].get_ref<const std::string&>();
         // The stream opens with {"role": "assistant", "content": ""} before any token is
         // generated (as OpenAI's does); the first token's chunk is the first after it, sent even
         // when its tokens carry no text yet.
-        const bool role_only =
-            delta.contains("role") && delta["content"].get_ref<const std::string&>().empty();
+        role_only = delta.contains("role") && piece->empty();
+      } else if (choice.is_object() && choice.contains("text") && choice["text"].is_string()) {
+        piece = &choice["text"].get_ref<const std::string&>();
+      }
+      if (piece != nullptr) {
         if (!first_ && !role_only) {
           first_ = now;
           x_.ttft_s = seconds(now - sent_);
@@ -115,7 +123,7 @@ class SseReader {
           x_.itl_s.push_back(seconds(now - *last_));
         }
         if (!role_only) last_ = now;
-        x_.reply += delta["content"].get<std::string>();
+        x_.reply += *piece;
       }
     }
     if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
@@ -139,7 +147,7 @@ class SseReader {
   bool usage_ = false;
 };
 
-Exchange post_chat(httplib::Client& cli, const Json& body) {
+Exchange post_stream(httplib::Client& cli, const char* path, const Json& body) {
   Exchange x;
   std::string text = body.dump();  // the client's own work: before the clock starts
   const auto sent = Clock::now();
@@ -148,7 +156,7 @@ Exchange post_chat(httplib::Client& cli, const Json& body) {
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
   const bool sent_ok = post_streamed(
-      cli, "/v1/chat/completions", std::move(text),
+      cli, path, std::move(text),
       [&](const char* data, size_t n) { sse.feed(data, n); }, res, err);
   x.e2e_s = seconds(Clock::now() - sent);
   if (!sent_ok) {
@@ -168,6 +176,10 @@ Exchange post_chat(httplib::Client& cli, const Json& body) {
   if (x.error.empty() && !sse.usage_seen()) x.error = "the stream carried no usage chunk";
   x.ok = x.error.empty();
   return x;
+}
+
+Exchange post_chat(httplib::Client& cli, const Json& body) {
+  return post_stream(cli, "/v1/chat/completions", body);
 }
 
 // Turn t of session s: the conversation so far plus its new user message, asked for as a greedy
@@ -276,6 +288,126 @@ std::string bench_text(uint64_t seed, int64_t bytes) {
   return out;
 }
 
+std::string TracePrompts::next(int turn) {
+  const workload::TurnShape& shape = plan_.turns[static_cast<size_t>(turn)];
+  const uint64_t base = seed_ * 1'000'003 + session_ * 10'007;
+  std::string prompt;
+  if (!plan_.prefix_blocks.empty()) {
+    // Content-addressed: block id b's text is the same in every request (its id names its prefix
+    // too, so equal ids sit at equal offsets); the last block is cut at the prompt's length.
+    prompt.reserve(static_cast<size_t>(shape.prompt_tokens));
+    for (uint32_t id : plan_.prefix_blocks) {
+      if (static_cast<int64_t>(prompt.size()) >= shape.prompt_tokens) break;
+      prompt += bench_text(seed_ * 7'919 + 0x9e3779b97f4a7c15ull * (uint64_t{id} + 1),
+                           plan_.prefix_block_tokens);
+    }
+    if (static_cast<int64_t>(prompt.size()) < shape.prompt_tokens) {  // past the listed blocks
+      prompt += bench_text(base + static_cast<uint64_t>(turn),
+                           shape.prompt_tokens - static_cast<int64_t>(prompt.size()));
+    }
+    prompt.resize(static_cast<size_t>(shape.prompt_tokens));
+    return prompt;
+  }
+  const size_t kept = std::min(text_.size(), static_cast<size_t>(std::max<int64_t>(0, shape.context_tokens)));
+  prompt = text_.substr(0, kept);
+  prompt += bench_text(base + 2 * static_cast<uint64_t>(turn),
+                       shape.prompt_tokens - static_cast<int64_t>(kept));
+  // The stand-in for this turn's generation, so that the next turn's kept context (prompt and
+  // generation, cut where the trace cut it) has the trace's length.
+  text_ = prompt + bench_text(base + 2 * static_cast<uint64_t>(turn) + 1, shape.gen_tokens);
+  return prompt;
+}
+
+Result<TraceReplay> make_trace_replay(const sim::SimConfig& base, const TraceSpec& spec,
+                                      double time_dilation) {
+  auto bad = [](const std::string& what) { return Status::invalid_argument(what); };
+  if (spec.sessions < 1) return bad(fmt::format("--sessions {}: give at least 1", spec.sessions));
+  for (auto [v, flag] : {std::pair{spec.length_scale, "--length-scale"},
+                         std::pair{spec.time_scale, "--time-scale"}}) {
+    if (!(v > 0) || !std::isfinite(v)) {
+      return bad(fmt::format("{} {}: give a positive factor (1: as recorded)", flag, v));
+    }
+  }
+  if (!(spec.think_time_scale >= 0) || !std::isfinite(spec.think_time_scale)) {
+    return bad(fmt::format("--think-time-scale {}: give 0 (back to back) or a positive factor",
+                           spec.think_time_scale));
+  }
+  if (!(spec.sessions_per_s >= 0) || !std::isfinite(spec.sessions_per_s)) {
+    return bad(fmt::format("--sessions-per-s {}: give a positive rate (0: all at once)",
+                           spec.sessions_per_s));
+  }
+  sim::SimConfig sc = base;
+  std::string dataset = spec.dataset;
+  if (dataset.rfind("table2:", 0) == 0) dataset = dataset.substr(7);  // table2:64k -> 64k
+  sc.dataset = dataset;
+  const bool timestamped = sim::is_timestamped_trace(dataset);
+  if (timestamped && spec.sessions_per_s > 0) {
+    return bad("--sessions-per-s: a mooncake: trace arrives at its own timestamps; scale them "
+               "with --time-scale instead");
+  }
+  sc.append_scale *= spec.length_scale;
+  sc.gen_scale *= spec.length_scale;
+  sc.think_time = spec.think_time_scale > 0;
+  sc.think_time_scale = spec.think_time_scale;
+  sc.online = sim::OnlineConfig{};
+  sc.online.time_scale = spec.time_scale;
+  sc.agents = spec.sessions;
+  if (spec.sessions_per_s > 0) {
+    // Poisson arrivals until well past the expected last one; the first `sessions` are kept.
+    sc.online.aps = spec.sessions_per_s;
+    sc.online.duration_s = 20.0 * (spec.sessions + 10) / spec.sessions_per_s;
+  }
+  sc.fit_ep_groups();
+  DP_RETURN_IF_ERROR(sc.validate());
+  TraceReplay t;
+  t.dataset = spec.dataset;
+  DP_ASSIGN_OR_RETURN(t.plans, sim::build_agents(sc));
+  if (static_cast<int>(t.plans.size()) > spec.sessions) t.plans.resize(static_cast<size_t>(spec.sessions));
+  if (spec.max_turns < 0) return bad(fmt::format("--turns {}: give at least 1", spec.max_turns));
+  for (sim::AgentPlan& p : t.plans) {
+    if (spec.max_turns > 0 && p.turns.size() > static_cast<size_t>(spec.max_turns)) {
+      p.turns.resize(static_cast<size_t>(spec.max_turns));
+    }
+    if (p.think_s.size() > p.turns.size()) p.think_s.resize(p.turns.size());
+  }
+  if (timestamped && !t.plans.empty()) {  // the first request at t = 0
+    const double first = t.plans.front().start_s;
+    for (sim::AgentPlan& p : t.plans) p.start_s -= first;
+  }
+  if (spec.sim) {
+    sc.online = sim::OnlineConfig{};
+    t.sim = sc;
+  }
+  t.time_dilation = time_dilation;
+  t.length_scale = spec.length_scale;
+  t.think_time_scale = spec.think_time_scale;
+  t.time_scale = spec.time_scale;
+  t.sessions_per_s = spec.sessions_per_s;
+  return t;
+}
+
+double trace_hit_ratio(const std::vector<sim::AgentPlan>& plans) {
+  workload::RequestTrace content;  // the content-addressed requests, for the trace's own rule
+  double hit = 0, prompt = 0;
+  for (const sim::AgentPlan& p : plans) {
+    if (!p.prefix_blocks.empty()) {
+      workload::TraceRequest r;
+      r.input_tokens = p.turns.at(0).prompt_tokens;
+      r.block_ids = p.prefix_blocks;
+      for (uint32_t id : r.block_ids) content.distinct_blocks = std::max(content.distinct_blocks, id + 1);
+      content.block_tokens = p.prefix_block_tokens;
+      content.requests.push_back(std::move(r));
+      continue;
+    }
+    for (const workload::TurnShape& t : p.turns) {
+      hit += static_cast<double>(t.context_tokens);
+      prompt += static_cast<double>(t.prompt_tokens);
+    }
+  }
+  if (!content.requests.empty()) return workload::static_prefix_hit_ratio(content);
+  return prompt > 0 ? hit / prompt : 0.0;
+}
+
 namespace {
 
 // The successful requests' samples, in completion order (the run's statistics and vLLM's file).
@@ -382,6 +514,33 @@ Json ServeBenchRun::to_json() const {
                       {"hit_ratio", r.hit_ratio}});
   }
   j["per_round"] = rounds;
+  j["hit_ratio"] = prompt_tokens > 0 ? static_cast<double>(cached_tokens) / static_cast<double>(prompt_tokens) : 0.0;
+  j["output_len_mismatches"] = output_len_mismatches;
+  if (sim) {
+    // Side by side in emulated seconds: the live figures over the cluster's time dilation.
+    const double d = time_dilation > 0 ? time_dilation : 1.0;
+    const double sim_tps = sim->jct_s > 0 ? sim_output_tokens / sim->jct_s : 0.0;
+    const double live_duration = duration_s / d;
+    const double live_tps = live_duration > 0 ? static_cast<double>(output_tokens) / live_duration : 0.0;
+    j["sim"] = {
+        {"mode", sim->mode},
+        {"ttft_s", {{"p50", sim->ttft.p50}, {"p99", sim->ttft.p99}}},
+        {"tpot_s", {{"p50", sim->tpot.p50}, {"p99", sim->tpot.p99}}},
+        {"jct_s", sim->jct_s},
+        {"output_tokens_per_s", sim_tps},
+        {"hit_ratio", sim->hit_ratio},
+        {"storage_read_bytes", sim->storage_read_bytes},
+        {"pe_path_turns", sim->pe_path_turns},
+        {"de_path_turns", sim->de_path_turns},
+        {"live_emulated",
+         {{"time_dilation", d},
+          {"ttft_s", {{"p50", ttft_s.p50 / d}, {"p99", ttft_s.p99 / d}}},
+          {"tpot_s", {{"p50", tpot_s.p50 / d}, {"p99", tpot_s.p99 / d}}},
+          {"duration_s", live_duration},
+          {"output_tokens_per_s", live_tps}}}};
+  } else {
+    j["sim"] = nullptr;
+  }
   if (goodput_slo) {
     Json slo = Json::object();
     if (goodput_slo->ttft_ms > 0) slo["ttft_ms"] = goodput_slo->ttft_ms;
@@ -418,18 +577,30 @@ Json ServeBenchRun::to_json() const {
 Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
                                       serve::ServeMode mode,
                                       const ServeBenchOptions& o) {
-  if (o.sessions < 1 || o.turns < 1) {
+  const TraceReplay* trace = o.trace ? &*o.trace : nullptr;
+  if (trace != nullptr) {
+    if (trace->plans.empty()) return Status::invalid_argument("the trace gives no session");
+    if (o.direct) {
+      return Status::invalid_argument(
+          "--direct compares the synthetic chat sessions; drop it or --dataset");
+    }
+  } else if (o.sessions < 1 || o.turns < 1) {
     return Status::invalid_argument(fmt::format(
         "--sessions {} --turns {}: give at least one session of one turn", o.sessions, o.turns));
   }
-  if (o.context_tokens < 1 || o.append_tokens < 1 || o.max_tokens < 1) {
+  if (trace == nullptr && (o.context_tokens < 1 || o.append_tokens < 1 || o.max_tokens < 1)) {
     return Status::invalid_argument(fmt::format(
         "--context-tokens {} --append-tokens {} --max-tokens {}: each must be at least 1",
         o.context_tokens, o.append_tokens, o.max_tokens));
   }
-  const int concurrency = o.concurrency > 0 ? std::min(o.concurrency, o.sessions) : o.sessions;
+  const int sessions = trace ? static_cast<int>(trace->plans.size()) : o.sessions;
+  auto turns_of = [&](int s) {
+    return trace ? static_cast<int>(trace->plans[static_cast<size_t>(s)].turns.size()) : o.turns;
+  };
+  const int concurrency = o.concurrency > 0 ? std::min(o.concurrency, sessions) : sessions;
   ServeBenchRun run;
   run.mode = std::string(serve::serve_mode_name(mode));
+  run.time_dilation = config.engine.time_dilation;
 
   serve::ClusterOptions co;
   co.config = config;
@@ -443,6 +614,8 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
                       FreshStore::make(config.engine.data_paths, "bench-serve-" + run.mode));
   co.config.engine.data_paths = store.paths();
   co.ready_timeout = config.scheduler.register_timeout;
+  // The scheduler prices beta at the trace's typical turn, as the simulator beside it does.
+  if (trace != nullptr) co.config.typical_turn = sim::typical_turn(trace->plans);
   DP_ASSIGN_OR_RETURN(auto cluster, serve::Cluster::start(co));
 
   serve::ApiOptions api;
@@ -453,6 +626,14 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   api.max_model_len =
       o.context_tokens + static_cast<int64_t>(o.turns) * (o.append_tokens + o.max_tokens + 16) +
       64;
+  if (trace != nullptr) {  // the longest turn of the trace
+    api.max_model_len = 64;
+    for (const sim::AgentPlan& p : trace->plans) {
+      for (const workload::TurnShape& t : p.turns) {
+        api.max_model_len = std::max(api.max_model_len, t.prompt_tokens + t.gen_tokens + 64);
+      }
+    }
+  }
   api.default_max_tokens = o.max_tokens;
   api.max_body_bytes = std::max<size_t>(api.max_body_bytes,
                                         static_cast<size_t>(api.max_model_len) * 4 + (1u << 20));
@@ -468,11 +649,46 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
 
   // Guards run's samples and the progress calls (plain locals: the analysis cannot name them).
   Mutex mu;
-  run.session_digests.assign(static_cast<size_t>(o.sessions), 0xcbf29ce484222325ull);
+  run.session_digests.assign(static_cast<size_t>(sessions), 0xcbf29ce484222325ull);
   std::atomic<int> next_session{0};
   int64_t done = 0;
-  const int64_t total = static_cast<int64_t>(o.sessions) * o.turns;
+  int64_t total = 0;
+  for (int s = 0; s < sessions; ++s) total += turns_of(s);
   const auto start = Clock::now();
+  // One request's outcome into the run (under mu).
+  auto account = [&](int s, int t, const Exchange& x) {
+    RequestRecord rec;
+    rec.ok = x.ok;
+    rec.round = t;
+    rec.start_s = seconds(x.sent - start);
+    rec.cached_tokens = x.cached_tokens;
+    rec.input_len = x.prompt_tokens;
+    rec.output_len = x.completion_tokens;
+    rec.ttft_s = x.ttft_s;
+    rec.e2e_s = x.e2e_s;
+    rec.itl_s = x.itl_s;
+    rec.generated_text = x.reply;
+    rec.error = x.error;
+    run.records.push_back(std::move(rec));
+    ++done;
+    if (!x.ok) {
+      ++run.errors;
+      if (run.error_samples.size() < 5) {
+        run.error_samples.push_back(fmt::format("session {} turn {}: {}", s, t, x.error));
+      }
+    } else {
+      ++run.requests;
+      run.output_tokens += x.completion_tokens;
+      run.prompt_tokens += x.prompt_tokens;
+      run.cached_tokens += x.cached_tokens;
+      run.storage_read_bytes += x.storage_read_bytes;
+      run.read_paths[x.read_path.empty() ? "?" : x.read_path] += 1;
+      auto& digest = run.session_digests[static_cast<size_t>(s)];
+      digest = fnv1a(digest, x.reply);
+      digest = fnv1a(digest, std::string_view("\x1e", 1));
+    }
+    if (o.progress) o.progress(done, total, seconds(Clock::now() - start));
+  };
   const Duration timeout = config.engine.request_timeout * 4;
   auto client = [&] {
     httplib::Client cli("127.0.0.1", port);
@@ -493,19 +709,7 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
           if (d->ok) memo.remember(d->prompt, x.reply, d->output);
         }
         MutexLock lock(mu);
-        RequestRecord rec;
-        rec.ok = x.ok;
-        rec.round = t;
-        rec.start_s = seconds(x.sent - start);
-        rec.cached_tokens = x.cached_tokens;
-        rec.input_len = x.prompt_tokens;
-        rec.output_len = x.completion_tokens;
-        rec.ttft_s = x.ttft_s;
-        rec.e2e_s = x.e2e_s;
-        rec.itl_s = x.itl_s;
-        rec.generated_text = x.reply;
-        rec.error = x.error;
-        run.records.push_back(std::move(rec));
+        account(s, t, x);
         if (d) {
           DirectRun& dr = *run.direct;
           if (!d->ok) {
@@ -532,34 +736,68 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
             }
           }
         }
-        ++done;
-        if (!x.ok) {
-          ++run.errors;
-          if (run.error_samples.size() < 5) {
-            run.error_samples.push_back(fmt::format("session {} turn {}: {}", s, t, x.error));
-          }
-        } else {
-          ++run.requests;
-          run.output_tokens += x.completion_tokens;
-          run.prompt_tokens += x.prompt_tokens;
-          run.cached_tokens += x.cached_tokens;
-          run.storage_read_bytes += x.storage_read_bytes;
-          run.read_paths[x.read_path.empty() ? "?" : x.read_path] += 1;
-          auto& digest = run.session_digests[static_cast<size_t>(s)];
-          digest = fnv1a(digest, x.reply);
-          digest = fnv1a(digest, std::string_view("\x1e", 1));
-        }
-        if (o.progress) o.progress(done, total, seconds(Clock::now() - start));
         if (!x.ok) break;  // the conversation cannot go on without its reply
         messages.push_back({{"role", "assistant"}, {"content", x.reply}});
       }
     }
   };
+  // A trace's sessions: each at its start time, its turns after their think times, as
+  // /v1/completions requests of the trace's lengths (TraceReplay).
+  auto trace_client = [&] {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_keep_alive(true);
+    cli.set_tcp_nodelay(true);
+    cli.set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(timeout));
+    cli.set_write_timeout(std::chrono::seconds(30));
+    auto real = [&](double emulated_s) {
+      return std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(emulated_s * trace->time_dilation));
+    };
+    for (int s; (s = next_session.fetch_add(1)) < sessions;) {
+      const sim::AgentPlan& plan = trace->plans[static_cast<size_t>(s)];
+      std::this_thread::sleep_until(start + real(plan.start_s));
+      TracePrompts prompts(plan, o.seed, static_cast<uint64_t>(s));
+      for (int t = 0; t < turns_of(s); ++t) {
+        const workload::TurnShape& shape = plan.turns[static_cast<size_t>(t)];
+        if (static_cast<size_t>(t) < plan.think_s.size() && plan.think_s[static_cast<size_t>(t)] > 0) {
+          std::this_thread::sleep_for(real(plan.think_s[static_cast<size_t>(t)]));
+        }
+        const Json body = {{"model", model},
+                           {"prompt", prompts.next(t)},
+                           {"max_tokens", shape.gen_tokens},
+                           {"ignore_eos", true},
+                           {"temperature", 0},
+                           {"stream", true},
+                           {"stream_options", {{"include_usage", true}}}};
+        const Exchange x = post_stream(cli, "/v1/completions", body);
+        MutexLock lock(mu);
+        account(s, t, x);
+        if (x.ok && x.completion_tokens != shape.gen_tokens) ++run.output_len_mismatches;
+      }
+    }
+  };
   std::vector<std::thread> threads;
-  for (int i = 0; i < concurrency; ++i) threads.emplace_back(client);
+  for (int i = 0; i < concurrency; ++i) {
+    if (trace != nullptr) {
+      threads.emplace_back(trace_client);
+    } else {
+      threads.emplace_back(client);
+    }
+  }
   for (auto& t : threads) t.join();
   run.duration_s = seconds(Clock::now() - start);
   finish_records(run, o.goodput);
+  if (trace != nullptr && trace->sim) {
+    // The simulator on the same plans, in this mode, all the way through (no online stop rule:
+    // the live run replays every session).
+    sim::SimConfig sc = *trace->sim;
+    DP_ASSIGN_OR_RETURN(sc.scheduler.mode, sim::parse_mode(run.mode));
+    sc.online = sim::OnlineConfig{};
+    for (const sim::AgentPlan& p : trace->plans) {
+      for (const workload::TurnShape& t : p.turns) run.sim_output_tokens += static_cast<double>(t.gen_tokens);
+    }
+    DP_ASSIGN_OR_RETURN(run.sim, sim::simulate(sc, trace->plans, {}));
+  }
   if (run.direct) {
     run.direct->ttft_s = summarize(std::move(direct_ttft));
     run.direct->tpot_s = summarize(std::move(direct_tpot));
@@ -727,6 +965,50 @@ std::string vllm_result_block(const ServeBenchRun& run, const Json& j) {
   for (const auto& [p, n] : run.read_paths) paths += fmt::format("{} {} ", p, n);
   out += fmt::format("{:<40}{}\n", "Read paths (requests):", paths);
   out += std::string(50, '=') + "\n";
+  return out;
+}
+
+std::string trace_vs_sim_table(const std::vector<ServeBenchRun>& runs, double trace_hits) {
+  std::string out = fmt::format(
+      "live beside the simulator (same sessions; emulated seconds: live real seconds / time "
+      "dilation {:g})\n{:<24}",
+      runs.empty() ? 1.0 : runs[0].time_dilation, "");
+  for (const ServeBenchRun& r : runs) out += fmt::format("{:>11}{:>11}", r.mode + " live", "sim");
+  out += "\n";
+  auto row = [&](const char* name, auto live, auto simulated, const char* f) {
+    out += fmt::format("{:<24}", name);
+    for (const ServeBenchRun& r : runs) {
+      const double d = r.time_dilation > 0 ? r.time_dilation : 1.0;
+      out += fmt::format(fmt::runtime(f), live(r, d));
+      out += r.sim ? fmt::format(fmt::runtime(f), simulated(*r.sim, r)) : fmt::format("{:>11}", "-");
+    }
+    out += "\n";
+  };
+  using R = const ServeBenchRun&;
+  using S = const sim::SimResult&;
+  row("TTFT p50 (s)", [](R r, double d) { return r.ttft_s.p50 / d; },
+      [](S s, R) { return s.ttft.p50; }, "{:>11.3f}");
+  row("TTFT p99 (s)", [](R r, double d) { return r.ttft_s.p99 / d; },
+      [](S s, R) { return s.ttft.p99; }, "{:>11.3f}");
+  row("TPOT p50 (ms)", [](R r, double d) { return r.tpot_s.p50 / d * 1e3; },
+      [](S s, R) { return s.tpot.p50 * 1e3; }, "{:>11.1f}");
+  row("output tokens/s", [](R r, double d) {
+        return r.duration_s > 0 ? static_cast<double>(r.output_tokens) / (r.duration_s / d) : 0.0;
+      },
+      [](S s, R r) { return s.jct_s > 0 ? r.sim_output_tokens / s.jct_s : 0.0; }, "{:>11.1f}");
+  row("duration / JCT (s)", [](R r, double d) { return r.duration_s / d; },
+      [](S s, R) { return s.jct_s; }, "{:>11.1f}");
+  row("hit ratio", [](R r, double) {
+        return r.prompt_tokens > 0 ? static_cast<double>(r.cached_tokens) / static_cast<double>(r.prompt_tokens) : 0.0;
+      },
+      [](S s, R) { return s.hit_ratio; }, "{:>11.3f}");
+  out += fmt::format("the trace's hit ratio (kept context / prompt): {:.3f}\n", trace_hits);
+  for (const ServeBenchRun& r : runs) {
+    if (r.output_len_mismatches > 0) {
+      out += fmt::format("{}: {} replies had another length than the trace's\n", r.mode,
+                         r.output_len_mismatches);
+    }
+  }
   return out;
 }
 

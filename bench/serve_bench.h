@@ -31,6 +31,8 @@
 #include "common/percentiles.h"
 #include <nlohmann/json.hpp>
 #include "serve/serve_config.h"
+#include "sim/cluster_sim.h"
+#include "sim/sim_config.h"
 
 namespace dualpath::bench {
 
@@ -42,6 +44,66 @@ struct GoodputSlo {
   double ttft_ms = 0, tpot_ms = 0, e2el_ms = 0;
   bool given() const { return ttft_ms > 0 || tpot_ms > 0 || e2el_ms > 0; }
 };
+
+// A trace replayed through the API (`--dataset`): each plan is one session, as the simulator
+// replays it (sim::build_agents on the same config file: the same sessions, turn shapes, start
+// times and think times), so the simulator's prediction is of exactly these requests.
+//
+// A turn is a /v1/completions request (greedy, streamed, `ignore_eos`, max_tokens = its
+// generation) whose prompt text reproduces the plan's prefix structure with the byte tokenizer
+// (one token per byte):
+//   agents (32k, 64k, weka:PATH): the session's text so far cut to the turn's kept context, then
+//     fresh text for the rest of its prompt; after the turn, stand-in text for its generation
+//     joins the session's text (the server stored the KV of its own reply, not of this text: a
+//     later turn's hit misses those tokens, which the measured hit ratio shows against the
+//     trace's);
+//   content-addressed requests (mooncake:PATH): one text per prefix-block id, in order, so that
+//     requests sharing leading ids share that text and the server's hits follow the trace's.
+// Sessions start at their plan's start time (emulated seconds, times `time_dilation` real
+// seconds), wait their think times the same way, and at most `concurrency` run at once.
+struct TraceReplay {
+  std::string dataset;                  // the spec, for the output
+  std::vector<sim::AgentPlan> plans;    // one session each
+  std::optional<sim::SimConfig> sim;    // the simulator's view of the cluster: its prediction
+  double time_dilation = 1;             // real seconds per emulated second of the live cluster
+  double length_scale = 1, think_time_scale = 1, time_scale = 1, sessions_per_s = 0;
+};
+
+// What `--dataset` and its flags ask for.
+struct TraceSpec {
+  std::string dataset;         // weka:PATH | mooncake:PATH | table2:NAME (32k, 48k, 64k) | NAME
+  int sessions = 16;           // sessions (mooncake: requests, the first ones of the trace)
+  int max_turns = 0;           // at most this many turns of each session; 0: all
+  double sessions_per_s = 0;   // Poisson arrivals (emulated seconds); 0: every session at t = 0
+  double think_time_scale = 1; // on the recorded think times (WEKA); 0: back to back
+  double length_scale = 1;     // on every length: appends, generations, prefix blocks
+  double time_scale = 1;       // on a timestamped trace's timestamps (mooncake)
+  bool sim = true;             // the simulator's prediction beside the live run
+};
+
+// The plans for `spec` on the cluster the simulator reads from the same file (`base`): its
+// dataset, scales and arrivals set from the spec, sim::build_agents, the first `sessions` kept.
+// Errors: a bad spec (named, with the fix), the dataset's reader's.
+Result<TraceReplay> make_trace_replay(const sim::SimConfig& base, const TraceSpec& spec,
+                                      double time_dilation);
+
+// The prompt text of each turn of one plan (TraceReplay's rule), built turn after turn.
+class TracePrompts {
+ public:
+  TracePrompts(const sim::AgentPlan& plan, uint64_t seed, uint64_t session)
+      : plan_(plan), seed_(seed), session_(session) {}
+  // Turn `turn`'s prompt: call for turns 0, 1, 2, ... in order.
+  std::string next(int turn);
+
+ private:
+  const sim::AgentPlan& plan_;
+  uint64_t seed_, session_;
+  std::string text_;  // the session's text so far (agents)
+};
+
+// The trace's own hit ratio as the simulator replays these plans: kept-context tokens over
+// prompt tokens (agents), or the leading prefix blocks earlier requests stored (mooncake).
+double trace_hit_ratio(const std::vector<sim::AgentPlan>& plans);
 
 struct ServeBenchOptions {
   int sessions = 16;
@@ -64,6 +126,9 @@ struct ServeBenchOptions {
   // neither path hits the other's KV. Both paths then see the same cluster at the same load.
   bool direct = false;
   GoodputSlo goodput;
+  // `--dataset`: replay a trace instead of the synthetic sessions (sessions, turns, context and
+  // append tokens are then the trace's plans').
+  std::optional<TraceReplay> trace;
 };
 
 // The service-interface side of a `--direct` run, from the calling thread's clock: TTFT (the call
@@ -139,6 +204,12 @@ struct ServeBenchRun {
   std::optional<GoodputSlo> goodput_slo;
   int64_t good_requests = 0;
   double request_goodput = 0;
+  // Trace replays: the turns whose reply had another length than the trace's (expected 0: the
+  // requests ask for ignore_eos), and the simulator's prediction for the same plans and mode.
+  int64_t output_len_mismatches = 0;
+  double time_dilation = 1;
+  std::optional<sim::SimResult> sim;
+  double sim_output_tokens = 0;  // the plans' generated tokens (the simulator's tokens/s)
 
   Json to_json() const;
 };
@@ -151,6 +222,10 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
 
 // The guide's table: one column per run, and each run against the first (normally basic).
 std::string serve_bench_table(const std::vector<ServeBenchRun>& runs);
+
+// A trace replay's runs beside the simulator's prediction for the same sessions, in emulated
+// seconds, with the hit ratios: the trace's (`trace_hits`), measured, simulated.
+std::string trace_vs_sim_table(const std::vector<ServeBenchRun>& runs, double trace_hits);
 
 // The run as vLLM's `vllm bench serve --save-result` writes it (vllm/benchmarks/serve.py, its
 // field names and units: seconds in the per-request lists and `duration`, milliseconds in the

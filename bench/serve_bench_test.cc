@@ -104,5 +104,119 @@ TEST(ServeBench, TextIsDeterministicAndExactlyAsLong) {
   EXPECT_EQ(bench_text(3, 12345).size(), 12345u);
 }
 
+// TraceReplay's prompt rule: each prompt is its plan's length, a turn's kept context is the
+// session's text so far (so the server can hit it), and content-addressed requests share the text
+// of their shared leading block ids and nothing after.
+TEST(ServeBench, TracePromptsReproduceThePlansPrefixStructure) {
+  sim::AgentPlan agent;
+  agent.turns = {{0, 100, 5}, {105, 160, 7}, {60, 90, 3}};  // the last keeps only 60 tokens
+  TracePrompts prompts(agent, 1, 0);
+  std::vector<std::string> p;
+  for (int t = 0; t < 3; ++t) p.push_back(prompts.next(t));
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(p[t].size(), static_cast<size_t>(agent.turns[t].prompt_tokens));
+  EXPECT_EQ(p[1].substr(0, 100), p[0]) << "turn 1 keeps turn 0's prompt";
+  EXPECT_NE(p[1].substr(100, 5), bench_text(1, 5)) << "then the stand-in reply, then new text";
+  EXPECT_EQ(p[2].substr(0, 60), p[1].substr(0, 60)) << "turn 2 keeps 60 tokens";
+  EXPECT_NE(p[2].substr(60), p[1].substr(60, 30)) << "and nothing after them";
+  TracePrompts again(agent, 1, 0), other(agent, 1, 1);
+  EXPECT_EQ(again.next(0), p[0]);
+  EXPECT_NE(other.next(0), p[0]) << "sessions do not share text";
+
+  sim::AgentPlan a, b;
+  a.prefix_block_tokens = b.prefix_block_tokens = 10;
+  a.turns = {{0, 25, 1}};
+  a.prefix_blocks = {4, 5, 6};
+  b.turns = {{0, 30, 1}};
+  b.prefix_blocks = {4, 5, 9};
+  const std::string ta = TracePrompts(a, 1, 0).next(0), tb = TracePrompts(b, 1, 1).next(0);
+  EXPECT_EQ(ta.size(), 25u);
+  EXPECT_EQ(tb.size(), 30u);
+  EXPECT_EQ(ta.substr(0, 20), tb.substr(0, 20)) << "blocks 4 and 5 are the same text";
+  EXPECT_NE(ta.substr(20, 5), tb.substr(20, 5)) << "block 6 is not block 9";
+  // The trace's rule: b hits a's two full leading blocks (20 of its 30 tokens), a nothing.
+  EXPECT_DOUBLE_EQ(trace_hit_ratio({a, b}), 20.0 / 55.0);
+}
+
+// make_trace_replay: the simulator's sessions for the spec (scaled, capped), bad flags named.
+TEST(ServeBench, TraceReplayTakesTheSimulatorsSessionsScaledAndCapped) {
+  auto base = sim::default_sim_config("ds660b");
+  ASSERT_TRUE(base.is_ok());
+  TraceSpec spec;
+  spec.dataset = "table2:32k";
+  spec.sessions = 3;
+  spec.max_turns = 4;
+  spec.length_scale = 0.1;
+  auto t = make_trace_replay(*base, spec, 0.5);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  ASSERT_EQ(t->plans.size(), 3u);
+  spec.length_scale = 1;
+  auto full = make_trace_replay(*base, spec, 0.5);
+  ASSERT_TRUE(full.is_ok());
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(t->plans[i].turns.size(), 4u);
+    EXPECT_EQ(t->plans[i].start_s, 0.0) << "all at once";
+    // Turn 1 is the trajectory's first: its append is the scaled one.
+    EXPECT_NEAR(static_cast<double>(t->plans[i].turns[1].prompt_tokens - t->plans[i].turns[1].context_tokens),
+                0.1 * static_cast<double>(full->plans[i].turns[1].prompt_tokens -
+                                          full->plans[i].turns[1].context_tokens),
+                1.0);
+  }
+  EXPECT_TRUE(t->sim.has_value());
+  EXPECT_EQ(t->time_dilation, 0.5);
+  spec.sessions_per_s = 2;
+  auto poisson = make_trace_replay(*base, spec, 1);
+  ASSERT_TRUE(poisson.is_ok());
+  EXPECT_GT(poisson->plans.back().start_s, poisson->plans.front().start_s);
+  spec.length_scale = 0;
+  auto bad = make_trace_replay(*base, spec, 1);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("--length-scale"), std::string::npos);
+  spec.length_scale = 1;
+  spec.dataset = "12k";
+  EXPECT_FALSE(make_trace_replay(*base, spec, 1).is_ok());
+}
+
+// A trace through the API of a real cluster (the tiny CPU model): every turn answered with the
+// trace's output length (ignore_eos), later turns hitting what earlier ones stored, and the
+// simulator's prediction for the same sessions beside it.
+TEST(ServeBench, ATraceGoesThroughTheApiWithItsLengthsAndHits) {
+  store::TempDir dir;
+  serve::ServeConfig cfg = serve::test_cluster(dir.path(), 2).config;
+  auto base = sim::default_sim_config("ds660b");
+  ASSERT_TRUE(base.is_ok());
+  base->block_tokens = static_cast<int>(cfg.engine.block_tokens);
+  TraceSpec spec;
+  spec.dataset = "32k";
+  spec.sessions = 2;
+  spec.max_turns = 3;
+  spec.length_scale = 0.02;  // 32k contexts -> ~700 tokens: the tiny model's context
+  auto t = make_trace_replay(*base, spec, 1);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  ServeBenchOptions o;
+  o.trace = std::move(t).value();
+  o.concurrency = 2;
+  o.node_program = DP_NODE_PROGRAM;
+  auto r = run_serve_bench(cfg, serve::ServeMode::kFull, o);
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_EQ(r->errors, 0) << (r->error_samples.empty() ? "" : r->error_samples[0]);
+  EXPECT_EQ(r->requests, 6);
+  EXPECT_EQ(r->output_len_mismatches, 0) << "ignore_eos: every reply as long as the trace's";
+  int64_t planned_prompt = 0;
+  for (const auto& p : o.trace->plans) {
+    for (const auto& turn : p.turns) planned_prompt += turn.prompt_tokens;
+  }
+  // One byte, one token, and the begin token the completions endpoint puts first.
+  EXPECT_EQ(r->prompt_tokens, planned_prompt + r->requests) << "the trace's lengths";
+  ASSERT_EQ(r->per_round.size(), 3u);
+  EXPECT_GT(r->per_round[2].hit_ratio, 0.3) << "turn 2 keeps turn 1's context";
+  ASSERT_TRUE(r->sim.has_value());
+  EXPECT_EQ(r->sim->turns, 6);
+  const Json j = r->to_json();
+  ASSERT_TRUE(j["sim"].is_object());
+  EXPECT_TRUE(j["sim"].contains("live_emulated"));
+  EXPECT_NE(trace_vs_sim_table({*r}, trace_hit_ratio(o.trace->plans)).find("TTFT p99"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace dualpath::bench

@@ -19,6 +19,7 @@
 
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
+#include "bench/bench_config.h"
 #include "bench/fresh_store.h"
 #include "bench/live_bench.h"
 #include "common/config.h"
@@ -44,26 +45,11 @@ struct LiveArgs {
   bool quiet = false;
 };
 
-struct BenchConfigs {
-  sim::SimConfig sim;
-  serve::ServeConfig live;
-};
+using bench::BenchConfigs;
 
-// One file, both readers: the simulator's sections and the live system's.
+// The file's simulator and live sections, then the flags over them.
 Result<BenchConfigs> load_configs(const LiveArgs& a) {
-  if (a.config_path.empty()) {
-    return Status::invalid_argument(
-        "--config is required: the cluster file both the live system and the simulator run, "
-        "e.g. --config configs/emu-1p2d.toml");
-  }
-  DP_ASSIGN_OR_RETURN(Config file, Config::from_file(a.config_path));
-  BenchConfigs c;
-  // apply_config starts over from the defaults of the file's model.preset.
-  DP_ASSIGN_OR_RETURN(c.sim, sim::default_sim_config("ds660b"));
-  DP_RETURN_IF_ERROR(sim::apply_config(file, c.sim));
-  DP_RETURN_IF_ERROR(serve::apply_serve_config(file, c.live));
-  file.ignore_section("online");  // read by the simulator's reader above
-  DP_RETURN_IF_ERROR(file.finish());
+  DP_ASSIGN_OR_RETURN(BenchConfigs c, bench::load_bench_configs(a.config_path));
   if (a.agents) c.sim.agents = *a.agents;  // range-checked by validate() below
   if (a.seed) {
     if (*a.seed < 0) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -19,6 +20,7 @@
 #include "apps/dualpath/cli_util.h"
 #include "apps/dualpath/command.h"
 #include "apps/dualpath/gnuplot.h"
+#include "bench/bench_config.h"
 #include "bench/serve_bench.h"
 #include "serve/serve_config.h"
 
@@ -35,7 +37,15 @@ struct ServeBenchArgs {
   std::string save_result_path;
   std::vector<std::string> goodput;
   bench::ServeBenchOptions bench;
+  bench::TraceSpec trace;  // with --dataset
+  bool no_sim = false;
   bool quiet = false;
+  CLI::Option* turns_flag = nullptr;
+  std::map<std::string, CLI::Option*> trace_flags;  // the flags that go with --dataset
+  bool flag_given(const std::string& f) const {
+    auto it = trace_flags.find(f);
+    return it != trace_flags.end() && it->second->count() > 0;
+  }
 };
 
 Status write_png(const std::string& path, const std::vector<bench::ServeBenchRun>& runs) {
@@ -98,7 +108,22 @@ int run(const ServeBenchArgs& a) {
     }
     *slot = ms;
   }
-  if (b.sessions < 1 || b.turns < 1 || b.concurrency < 0) {
+  const bool replay = !a.trace.dataset.empty();
+  if (!replay) {
+    for (const char* f : {"--sessions-per-s", "--think-time-scale", "--length-scale", "--time-scale",
+                          "--no-sim"}) {
+      if (a.flag_given(f)) {
+        return usage_error(fmt::format("{} goes with --dataset (a trace's replay)", f));
+      }
+    }
+  }
+  if (replay) {
+    // A trace's sessions run all their turns unless --turns caps them; the synthetic sessions'
+    // lengths do not apply.
+    b.turns = a.turns_flag->count() ? b.turns : 0;
+    b.context_tokens = b.append_tokens = 1;
+  }
+  if (b.sessions < 1 || b.turns < (replay ? 0 : 1) || b.concurrency < 0) {
     return usage_error(fmt::format(
         "--sessions {} --turns {} --concurrency {}: give at least one session of one turn, and a "
         "concurrency of 1 or more (0: every session at once)",
@@ -112,7 +137,42 @@ int run(const ServeBenchArgs& a) {
   auto cfg = serve::load_serve_config(a.config_path);
   if (!cfg.is_ok()) return usage_error(cfg.status().message());
   const auto& e = cfg->engine;
+  if (replay) {
+    auto both = bench::load_bench_configs(a.config_path);
+    if (!both.is_ok()) return usage_error(fmt::format("--dataset: {}", both.status().message()));
+    bench::TraceSpec spec = a.trace;
+    spec.sessions = b.sessions;
+    spec.max_turns = b.turns;
+    spec.sim = !a.no_sim;
+    const double dilation = e.compute == "modeled" ? e.time_dilation : 1.0;
+    auto t = bench::make_trace_replay(both->sim, spec, dilation);
+    if (!t.is_ok()) return usage_error(t.status().message());
+    b.trace = std::move(t).value();
+    b.sessions = static_cast<int>(b.trace->plans.size());
+  }
   const int concurrency = b.concurrency > 0 ? std::min(b.concurrency, b.sessions) : b.sessions;
+  int64_t trace_turns = 0, trace_prompt_tokens = 0, trace_longest = 0;
+  if (b.trace) {
+    for (const auto& p : b.trace->plans) {
+      for (size_t i = 0; i < p.turns.size(); ++i) {
+        trace_turns += 1;
+        trace_prompt_tokens += p.turns[i].prompt_tokens;
+        trace_longest = std::max(trace_longest, p.turns[i].prompt_tokens);
+      }
+    }
+  }
+  const double trace_hits = b.trace ? bench::trace_hit_ratio(b.trace->plans) : 0.0;
+  if (b.trace && !a.quiet) {
+    std::fprintf(stderr,
+                 "dualpath bench serve: replaying %s: %d sessions, %lld turns, %s; lengths x%g "
+                 "(longest prompt %lld tokens), think times x%g; the trace's hit ratio %.3f\n",
+                 a.trace.dataset.c_str(), b.sessions, static_cast<long long>(trace_turns),
+                 a.trace.sessions_per_s > 0
+                     ? fmt::format("Poisson arrivals at {} per emulated s", a.trace.sessions_per_s).c_str()
+                     : "all at once",
+                 a.trace.length_scale, static_cast<long long>(trace_longest),
+                 a.trace.think_time_scale, trace_hits);
+  }
 
   std::vector<bench::ServeBenchRun> runs;
   for (serve::ServeMode m : modes) {
@@ -122,9 +182,10 @@ int run(const ServeBenchArgs& a) {
     if (!a.quiet) {
       std::fprintf(stderr,
                    "dualpath bench serve: %s: a fresh %dP%dD cluster (%s, %s compute), %d "
-                   "sessions x %d turns, %d at once, through the HTTP API\n",
+                   "sessions x %s turns, %d at once, through the HTTP API\n",
                    name.c_str(), e.prefill_nodes, e.decode_nodes, e.model.c_str(),
-                   e.compute.c_str(), b.sessions, b.turns, concurrency);
+                   e.compute.c_str(), b.sessions,
+                   b.trace ? "the trace's" : std::to_string(b.turns).c_str(), concurrency);
       o.progress = [&](int64_t done, int64_t total, double s) {
         if (s - last < 5 && done != total) return;
         last = s;
@@ -140,13 +201,26 @@ int run(const ServeBenchArgs& a) {
     }
     runs.push_back(std::move(r).value());
   }
-  std::printf("dualpath bench serve: %s, %dP%dD %s; %d sessions x %d turns, %d at once; context "
-              "%lld, append %lld, max_tokens %lld (real seconds)\n",
-              a.config_path.empty() ? "embedded defaults" : a.config_path.c_str(),
-              e.prefill_nodes, e.decode_nodes, e.model.c_str(), b.sessions, b.turns, concurrency,
-              static_cast<long long>(b.context_tokens), static_cast<long long>(b.append_tokens),
-              static_cast<long long>(b.max_tokens));
+  if (b.trace) {
+    std::printf("dualpath bench serve: %s, %dP%dD %s; trace %s: %d sessions (%s), %lld turns, "
+                "%d at once; lengths x%g, think times x%g (real seconds)\n",
+                a.config_path.c_str(), e.prefill_nodes, e.decode_nodes, e.model.c_str(),
+                a.trace.dataset.c_str(), b.sessions,
+                a.trace.sessions_per_s > 0
+                    ? fmt::format("Poisson, {}/emulated s", a.trace.sessions_per_s).c_str()
+                    : "all at once",
+                static_cast<long long>(trace_turns), concurrency, a.trace.length_scale,
+                a.trace.think_time_scale);
+  } else {
+    std::printf("dualpath bench serve: %s, %dP%dD %s; %d sessions x %d turns, %d at once; context "
+                "%lld, append %lld, max_tokens %lld (real seconds)\n",
+                a.config_path.empty() ? "embedded defaults" : a.config_path.c_str(),
+                e.prefill_nodes, e.decode_nodes, e.model.c_str(), b.sessions, b.turns,
+                concurrency, static_cast<long long>(b.context_tokens),
+                static_cast<long long>(b.append_tokens), static_cast<long long>(b.max_tokens));
+  }
   std::fputs(bench::serve_bench_table(runs).c_str(), stdout);
+  if (b.trace) std::fputs(bench::trace_vs_sim_table(runs, trace_hits).c_str(), stdout);
   bool same_answers = true;
   for (const auto& r : runs) {
     same_answers = same_answers && r.session_digests == runs[0].session_digests;
@@ -168,6 +242,20 @@ int run(const ServeBenchArgs& a) {
                 {"max_tokens", b.max_tokens},
                 {"same_replies_across_modes", same_answers},
                 {"runs", Json::array()}};
+    if (b.trace) {
+      out["dataset"] = a.trace.dataset;
+      out["trace"] = {{"dataset", a.trace.dataset},
+                      {"sessions", b.sessions},
+                      {"turns", trace_turns},
+                      {"prompt_tokens", trace_prompt_tokens},
+                      {"longest_prompt_tokens", trace_longest},
+                      {"hit_ratio", trace_hits},
+                      {"sessions_per_s", a.trace.sessions_per_s},
+                      {"length_scale", a.trace.length_scale},
+                      {"think_time_scale", a.trace.think_time_scale},
+                      {"time_scale", a.trace.time_scale},
+                      {"time_dilation", b.trace->time_dilation}};
+    }
     for (const auto& r : runs) out["runs"].push_back(r.to_json());
     if (runs.size() > 1) {
       Json ratios = Json::array();
@@ -239,11 +327,19 @@ void setup(CLI::App& parent, int& exit_code) {
       "Examples:\n"
       "  dualpath bench serve --config configs/emu-1p2d.toml --sessions 16 --turns 8\n"
       "  dualpath bench serve --config configs/emu-1p2d.toml --sessions 16 --turns 8 \\\n"
-      "      --concurrency 8 --json serve.json --png serve.png");
+      "      --concurrency 8 --json serve.json --png serve.png\n"
+      "  dualpath bench serve --config configs/emu-1p2d.toml \\\n"
+      "      --dataset weka:../shared/traces/weka_claude_code/weka_traces_compact.jsonl \\\n"
+      "      --sessions 8 --turns 12 --length-scale 0.05 --think-time-scale 0.1 --json w.json");
   cmd->add_option("--config", args->config_path,
                   "TOML cluster file (default: the embedded 1P2D tiny CPU cluster)");
-  cmd->add_option("--sessions", args->bench.sessions, "conversations (default 16)");
-  cmd->add_option("--turns", args->bench.turns, "requests per conversation (default 10)");
+  cmd->add_option("--sessions", args->bench.sessions,
+                  "conversations (default 16; with --dataset: the trace's sessions to replay, "
+                  "drawn as the simulator draws its agents)");
+  args->turns_flag = cmd->add_option(
+      "--turns", args->bench.turns,
+      "requests per conversation (default 10; with --dataset: at most this many of each "
+      "session's, default all)");
   cmd->add_option("--concurrency", args->bench.concurrency,
                   "conversations active at once (default: all of them)");
   cmd->add_option("--mode", args->modes, "comma list of basic, full, oracle (default basic,full)");
@@ -277,6 +373,36 @@ void setup(CLI::App& parent, int& exit_code) {
                 "for as many tokens as the API's reply had, in a cache namespace of its own; the "
                 "table and the JSON (runs[].direct, runs[].api_overhead) give TTFT and TPOT of "
                 "both side by side");
+  cmd->add_option("--dataset", args->trace.dataset,
+                  "replay a trace through the API instead of the synthetic sessions: "
+                  "weka:PATH (Claude-Code sessions, their turns in order with their think "
+                  "times), mooncake:PATH (requests at their timestamps; --sessions counts "
+                  "requests), table2:32k|48k|64k (the paper's generator). The sessions are the "
+                  "simulator's (sim::build_agents on --config), each turn a /v1/completions "
+                  "request whose text reproduces the trace's cached prefixes and whose reply has "
+                  "the trace's length (ignore_eos); the simulator's prediction for the same "
+                  "sessions is printed and written beside the live figures (runs[].sim)")
+      ->type_name("SPEC");
+  args->trace_flags["--sessions-per-s"] =
+      cmd->add_option("--sessions-per-s", args->trace.sessions_per_s,
+                      "with --dataset: sessions arrive as a Poisson process at this rate per "
+                      "emulated second (default: all at once, at most --concurrency running)");
+  args->trace_flags["--think-time-scale"] =
+      cmd->add_option("--think-time-scale", args->trace.think_time_scale,
+                      "with --dataset: multiply the trace's think times (default 1; 0 replays "
+                      "back to back). On an emulated cluster they are emulated seconds");
+  args->trace_flags["--length-scale"] =
+      cmd->add_option("--length-scale", args->trace.length_scale,
+                      "with --dataset: multiply every length (prompt appends, generations, "
+                      "prefix blocks) so that a trace of 100k-token contexts fits here, e.g. "
+                      "0.05 (default 1; the output states it and the longest prompt)");
+  args->trace_flags["--time-scale"] =
+      cmd->add_option("--time-scale", args->trace.time_scale,
+                      "with --dataset mooncake:PATH: multiply its timestamps (0.5: twice the "
+                      "rate; default 1)");
+  args->trace_flags["--no-sim"] =
+      cmd->add_flag("--no-sim", args->no_sim,
+                    "with --dataset: no simulator prediction beside the live run");
   cmd->add_flag("--quiet", args->quiet, "no progress lines on stderr");
   cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }

@@ -238,6 +238,12 @@ std::optional<BadRequest> parse_common(const Json& body, const CompletionLimits&
       p.include_usage = u->get<bool>();
     }
   }
+  // vLLM's and SGLang's extension: generate max_tokens whatever the model says (benchmarks that
+  // replay a trace's output lengths).
+  if (auto it = body.find("ignore_eos"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return BadRequest{"ignore_eos", "ignore_eos must be true or false"};
+    p.ignore_eos = it->get<bool>();
+  }
   if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
     if (it->is_string()) {
       p.stop.push_back(it->get<std::string>());

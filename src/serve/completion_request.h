@@ -40,6 +40,7 @@ struct CompletionParams {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 0;
   std::vector<std::string> stop;
+  bool ignore_eos = false;  // vLLM's extension: an end token does not end the reply
   bool stream = false;
   bool include_usage = false;
   compute::SamplingParams sampling;  // greedy unless temperature > 0

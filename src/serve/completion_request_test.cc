@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/reply_builder.h"
+
 namespace dualpath::serve {
 namespace {
 
@@ -73,6 +75,27 @@ TEST(CompletionRequest, CacheSaltIsANonEmptyStringOfBoundedSize) {
   expect_400("{" + kUser + R"(, "cache_salt": 5})", "cache_salt", "non-empty");
   expect_400("{" + kUser + R"(, "cache_salt": ")" + std::string(2000, 's') + "\"}", "cache_salt",
              "1024");
+}
+
+// vLLM's ignore_eos: parsed, and the reply goes on past an end token (counted, no text), where
+// without it the end token ends the reply.
+TEST(CompletionRequest, IgnoreEosKeepsTheReplyGoingPastAnEndToken) {
+  auto ok = parse_chat("{" + kUser + R"(, "ignore_eos": true})");
+  ASSERT_TRUE(std::holds_alternative<CompletionParams>(ok));
+  EXPECT_TRUE(std::get<CompletionParams>(ok).ignore_eos);
+  expect_400("{" + kUser + R"(, "ignore_eos": "yes"})", "ignore_eos", "true or false");
+  const Tokenizer& tok = byte_tokenizer();
+  const std::vector<int32_t> out = {'a', tok.eos(), 'b'};
+  ReplyBuilder plain(tok, /*chat=*/false, {});
+  EXPECT_EQ(plain.feed(out), "a");
+  EXPECT_TRUE(plain.done());
+  EXPECT_EQ(plain.finish_reason(), "stop");
+  ReplyBuilder ignoring(tok, /*chat=*/false, {}, /*ignore_eos=*/true);
+  std::string text = ignoring.feed(out);
+  text += ignoring.finish();
+  EXPECT_EQ(text, "ab");
+  EXPECT_EQ(ignoring.completion_tokens(), 3);
+  EXPECT_EQ(ignoring.finish_reason(), "length");
 }
 
 TEST(CompletionRequest, HostileBodiesAre400sNamingWhatIsWrong) {

@@ -494,7 +494,7 @@ std::string HttpApi::next_tool_call_id() {
 // thread, the end on the handler pool.
 struct HttpApi::Completion {
   Completion(HttpApi& api, const CompletionParams& p, bool chat_request, bool parse_tools)
-      : reply(*api.tokenizer_, chat_request, p.stop), chat(chat_request) {
+      : reply(*api.tokenizer_, chat_request, p.stop, p.ignore_eos), chat(chat_request) {
     if (parse_tools) tools.emplace();
   }
   Mutex mu;

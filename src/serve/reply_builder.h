@@ -63,8 +63,11 @@ class StopScanner {
 class ReplyBuilder {
  public:
   // `chat`: the reply is a chat message (TokenTextStream).
-  ReplyBuilder(const Tokenizer& tok, bool chat, std::vector<std::string> stops)
-      : tok_(tok), chat_(chat), text_(tok, chat), stop_(std::move(stops)) {}
+  // `ignore_eos`: an end token is counted and skipped (no text), and the reply goes on.
+  ReplyBuilder(const Tokenizer& tok, bool chat, std::vector<std::string> stops,
+               bool ignore_eos = false)
+      : tok_(tok), chat_(chat), ignore_eos_(ignore_eos), text_(tok, chat),
+        stop_(std::move(stops)) {}
 
   // The text to send for these tokens (possibly empty).
   std::string feed(std::span<const int32_t> tokens) {
@@ -72,6 +75,7 @@ class ReplyBuilder {
     for (int32_t t : tokens) {
       if (done_) break;
       ++completion_tokens_;
+      if (t == tok_.eos() && ignore_eos_) continue;
       if (t == tok_.eos()) {
         done_ = true;
         finish_reason_ = "stop";
@@ -121,6 +125,7 @@ class ReplyBuilder {
  private:
   const Tokenizer& tok_;
   const bool chat_;
+  const bool ignore_eos_;
   TokenTextStream text_;
   StopScanner stop_;
   std::vector<int32_t> accepted_;

@@ -31,9 +31,15 @@ Result<std::vector<AgentPlan>> build_trace_agents(const SimConfig& cfg, double* 
   for (workload::TraceRequest& r : trace.requests) {
     AgentPlan p;
     p.start_s = r.arrival_s * cfg.online.time_scale;
-    p.turns.push_back({0, r.input_tokens, std::max<int64_t>(1, r.output_tokens)});
+    // workload.append_scale scales a request's prompt and its prefix blocks alike (the hits
+    // stay whole blocks), gen_scale its output, as they scale an agent's turns.
+    auto scaled = [](int64_t n, double f) {
+      return std::max<int64_t>(1, static_cast<int64_t>(std::llround(static_cast<double>(n) * f)));
+    };
+    p.turns.push_back({0, scaled(r.input_tokens, cfg.append_scale),
+                       scaled(std::max<int64_t>(1, r.output_tokens), cfg.gen_scale)});
     p.prefix_blocks = std::move(r.block_ids);
-    p.prefix_block_tokens = trace.block_tokens;
+    p.prefix_block_tokens = scaled(trace.block_tokens, cfg.append_scale);
     plans.push_back(std::move(p));
   }
   return plans;
@@ -71,7 +77,9 @@ Result<std::vector<AgentPlan>> build_agents(const SimConfig& cfg) {
     p.turns = workload::agent_shape(ds, ag);
     if (cfg.think_time) {
       int n = workload::agent_turn_count(ds, ag);
-      for (int i = 0; i < n; ++i) p.think_s.push_back(workload::agent_turn(ds, ag, i).think_time_s);
+      for (int i = 0; i < n; ++i) {
+        p.think_s.push_back(workload::agent_turn(ds, ag, i).think_time_s * cfg.think_time_scale);
+      }
     }
     plans.push_back(std::move(p));
   }

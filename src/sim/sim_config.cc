@@ -162,6 +162,10 @@ Status SimConfig::validate() const {
                             fmt::format("{} = {} must be between 0.001 and 1000 (1 = unscaled)",
                                         name, v)));
   }
+  DP_RETURN_IF_ERROR(need(think_time_scale >= 0 && think_time_scale <= 1e6,
+                          fmt::format("workload.think_time_scale = {} must be between 0 (back to "
+                                      "back) and 1e6 (1 = the recorded think times)",
+                                      think_time_scale)));
   for (auto [v, name] : {std::pair{pe_buffer_bytes, "cluster.pe_buffer_gb"},
                          std::pair{de_buffer_bytes, "cluster.de_buffer_gb"},
                          std::pair{basic_prefill_kv_bytes, "cluster.basic_prefill_kv_gb"},
@@ -284,6 +288,8 @@ Status apply_config(Config& f, SimConfig& c) {
   c.append_scale = f.positive_number("workload.append_scale", c.append_scale);
   c.gen_scale = f.positive_number("workload.gen_scale", c.gen_scale);
   c.think_time = f.boolean("workload.think_time", c.think_time);
+  c.think_time_scale = f.number("workload.think_time_scale", c.think_time_scale,
+                                "a factor on the recorded think times (0: back to back)");
 
   OnlineConfig& o = c.online;
   if (f.has("online.aps")) o.aps = f.positive_number("online.aps", o.aps, "agents per second");

@@ -94,6 +94,7 @@ struct SimConfig {
   double append_scale = 1.0;
   double gen_scale = 1.0;
   bool think_time = false;
+  double think_time_scale = 1.0;  // the recorded think times are multiplied by this (0: none)
   int first_round_tokens = 64;  // the synthetic first round (PAPER.md §9)
   OnlineConfig online;
   AdaptivePdConfig adaptive;
