@@ -113,6 +113,11 @@ expect_exit2 "--duration goes with --aps" bench live --config "$root/configs/emu
 expect_exit2 "--kill 'decode': write ROLE:INDEX@SECONDS" bench live --config "$root/configs/emu-2p4d.toml" --kill decode
 expect_exit2 "the config has 4 decode nodes" bench live --config "$root/configs/emu-2p4d.toml" --kill decode:4@10
 expect_exit2 "--aps 0: the arrival rate" bench live --config "$root/configs/emu-2p4d.toml" --aps 0
+# bench serve --dataset (a trace through the API): its flags, named.
+expect_exit2 "--sessions-per-s goes with --dataset" bench serve --sessions-per-s 1
+expect_exit2 "--config is required" bench serve --dataset 32k
+expect_exit2 "--length-scale 0: give a positive factor" bench serve --config "$root/configs/emu-1p2d.toml" --dataset 32k --length-scale 0
+expect_exit2 "scale them with --time-scale" bench serve --config "$root/configs/emu-1p2d.toml" --dataset mooncake:/no/such.jsonl --sessions-per-s 2
 expect_exit2 "is not HOST:PORT" node --scheduler 127.0.0.1 --role decode
 expect_error "no scheduler answered at 127.0.0.1:1 within 1 s" node --scheduler 127.0.0.1:1 --role decode --connect-timeout 1
 expect_exit2 "--port 0: give a TCP port" serve --port 0
