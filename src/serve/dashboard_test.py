@@ -19,6 +19,7 @@ What it checks:
 No timing is asserted. Exit 77 (skip) without chromium (scripts/install-deps.sh installs it).
 
   dashboard_test.py PATH/TO/dualpath PATH/TO/configs/emu-1p2d.toml [--screenshot OUT.png]
+                    [--load-seconds S]   (longer: more history in the screenshot)
 """
 
 import argparse
@@ -42,7 +43,7 @@ import urllib.request
 
 KEY = "dashboard-test-ops-key"        # scopes: metrics, chat
 CHAT_KEY = "dashboard-test-chat-key"  # scope: chat only
-LOAD_SECONDS = 16                     # the load while the page watches
+LOAD_SECONDS = 16                     # the load while the page watches (--load-seconds)
 SESSIONS = 4                          # concurrent chat sessions
 CONTEXT_BYTES = 3000                  # a session's first message (one token per byte)
 APPEND_BYTES = 200                    # each later turn's new message
@@ -290,6 +291,8 @@ def main():
     ap.add_argument("dualpath")
     ap.add_argument("config")
     ap.add_argument("--screenshot", help="write the page under load here (PNG, 1400x1000)")
+    ap.add_argument("--load-seconds", type=float, default=LOAD_SECONDS,
+                    help=f"how long the page watches the load (default {LOAD_SECONDS})")
     args = ap.parse_args()
     if shutil.which("chromium") is None:
         print("SKIP: no chromium (scripts/install-deps.sh installs it)")
@@ -433,7 +436,7 @@ def main():
             return bad
 
         # Under load: brackets around one fetch of the page.
-        time.sleep(LOAD_SECONDS / 2)
+        time.sleep(args.load_seconds / 2)
         a = scrape()
         n = read_page()["polls"]
         page = wait_polls(n + 2)  # n+1 may have begun before `a`; n+2 began after it
@@ -450,7 +453,7 @@ def main():
         check("the node figures are there (queue, DRAM, lease, both paths per node)",
               len([f for f in page["figures"] if "node" in f["labels"]]) == 5 * 3)
 
-        time.sleep(max(0.0, LOAD_SECONDS / 2 - 2))
+        time.sleep(max(0.0, args.load_seconds / 2 - 2))
         shot_path = args.screenshot or os.path.join(tmp, "dashboard.png")
         shot = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"},
                                              session)["data"])
@@ -500,6 +503,13 @@ def main():
               str(foreign[:3]))
         check("no script error or policy violation in the page", not problems,
               "; ".join(problems[:3]))
+    except Exception as e:  # noqa: BLE001 (the test's one catch: say what broke, with the logs)
+        check(f"the test ran to its end ({type(e).__name__}: {e})", False)
+        for name in ("serve.err", "chromium.log"):
+            path = os.path.join(tmp, name)
+            if os.path.exists(path):
+                with open(path, errors="replace") as f:
+                    print(f"--- last lines of {name}:\n" + "".join(f.readlines()[-30:]))
     finally:
         if load:
             load.finish()
