@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <optional>
 #include <filesystem>
+#include <optional>
 
 // As common/config.cc: header-only, and errors as values (no exceptions).
 #undef TOML_HEADER_ONLY

@@ -11,9 +11,10 @@
 // (KeyForms::kBearerOrBasic: GET /dashboard and the /metrics it reads), from HTTP Basic with the
 // key as the password (any user name): a browser cannot send a bearer header when it navigates,
 // but it prompts for Basic credentials and reuses them for the page's own requests. No key or an
-// unknown one: 401; a key without the endpoint's scope: 403 naming the scope. The key is hashed and compared against
-// every entry's hash in constant time; keys are never logged or echoed. Errors in the file name
-// the entry, the key and the fix. Thread-safe: reload() swaps the table (SIGHUP rotation).
+// unknown one: 401; a key without the endpoint's scope: 403 naming the scope. The key is hashed and
+// compared against every entry's hash in constant time; keys are never logged or echoed. Errors in
+// the file name the entry, the key and the fix. Thread-safe: reload() swaps the table (SIGHUP
+// rotation).
 
 #include <array>
 #include <memory>

@@ -71,12 +71,12 @@ scopes = ["chat"]
   ASSERT_TRUE(keys.is_ok()) << keys.status().to_string();
   const auto basic = KeyForms::kBearerOrBasic;
   // base64("anyone:ops:secret-1"): the password is everything after the first colon.
-  EXPECT_EQ((*keys)->authorize("Basic YW55b25lOm9wczpzZWNyZXQtMQ==", Scope::kMetrics, basic)
-                .key_name,
-            "ops");
-  EXPECT_EQ((*keys)->authorize("basic YW55b25lOm9wczpzZWNyZXQtMQ==", Scope::kMetrics, basic)
-                .http_status,
-            200);  // the scheme's name is case-insensitive
+  EXPECT_EQ(
+      (*keys)->authorize("Basic YW55b25lOm9wczpzZWNyZXQtMQ==", Scope::kMetrics, basic).key_name,
+      "ops");
+  EXPECT_EQ(
+      (*keys)->authorize("basic YW55b25lOm9wczpzZWNyZXQtMQ==", Scope::kMetrics, basic).http_status,
+      200);  // the scheme's name is case-insensitive
   // base64(":ops:secret-1"): an empty user name.
   EXPECT_EQ((*keys)->authorize("Basic Om9wczpzZWNyZXQtMQ==", Scope::kMetrics, basic).http_status,
             200);

@@ -537,15 +537,14 @@ std::string hash_source(std::string_view text) {
 }  // namespace
 
 std::string_view dashboard_page() {
-  static const std::string page =
-      std::string(R"(<!doctype html>
+  static const std::string page = std::string(R"(<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>dualpath cluster</title>
 <link rel="icon" href="data:,">
-<style>)") +
-      std::string(kStyle) + "</style></head><body>" + std::string(kBody) + "<script>" +
-      std::string(kScript) + "</script></body></html>\n";
+<style>)") + std::string(kStyle) + "</style></head><body>" +
+                                  std::string(kBody) + "<script>" + std::string(kScript) +
+                                  "</script></body></html>\n";
   return page;
 }
 

@@ -291,7 +291,8 @@ scopes = ["chat"]
     std::string head;  // status line and headers
     std::string body;
   };
-  Answer get(const std::string& target, const std::string& authorization = "",
+  Answer get(const std::string& target,
+             const std::string& authorization = "",
              const std::string& method = "GET") {
     std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\n";
     if (!authorization.empty()) req += "Authorization: " + authorization + "\r\n";
@@ -313,9 +314,10 @@ scopes = ["chat"]
   }
   static std::string basic(const std::string& user_colon_password) {
     std::string out(4 * ((user_colon_password.size() + 2) / 3) + 1, '\0');
-    const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                  reinterpret_cast<const unsigned char*>(user_colon_password.data()),
-                                  static_cast<int>(user_colon_password.size()));
+    const int n =
+        EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                        reinterpret_cast<const unsigned char*>(user_colon_password.data()),
+                        static_cast<int>(user_colon_password.size()));
     out.resize(static_cast<size_t>(n));
     return "Basic " + out;
   }
