@@ -30,6 +30,7 @@ pkgs=(
   gnuplot-nox                   # PNG/SVG figures (docs/results)
   python3-cram                  # scripts/docs-test.sh: the docs' shell blocks run as cram tests (docs/docs-test.md)
   prometheus                    # the /metrics test: a real Prometheus scrapes serve, the dashboard's queries run on it
+  chromium fonts-dejavu-core    # the /dashboard test: the page in a real headless browser (DevTools protocol), its screenshot
 )
 
 missing=()

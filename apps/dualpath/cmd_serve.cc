@@ -227,11 +227,12 @@ int run(const ServeArgs& a) {
   }
   std::printf(
       "dualpath serve: ready: %s://%s:%d/v1 serving '%s' (%s); %d prefill + %d decode nodes "
-      "registered; scheduler at %s\n",
+      "registered; scheduler at %s; live page at %s://%s:%d/dashboard\n",
       (*api)->tls() ? "https" : "http", a.host.c_str(), (*api)->port(),
       (*api)->model_name().c_str(),
       keys ? fmt::format("{} API keys", keys->size()).c_str() : "no API keys: loopback only",
-      e.prefill_nodes, e.decode_nodes, (*cluster)->service().address().c_str());
+      e.prefill_nodes, e.decode_nodes, (*cluster)->service().address().c_str(),
+      (*api)->tls() ? "https" : "http", a.host.c_str(), (*api)->port());
   std::fflush(stdout);
   int sig = 0;
   while (true) {

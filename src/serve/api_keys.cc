@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <optional>
 
 // As common/config.cc: header-only, and errors as values (no exceptions).
 #undef TOML_HEADER_ONLY
@@ -31,6 +33,38 @@ std::array<unsigned char, 32> sha256(std::string_view text) {
   unsigned int len = 0;
   EVP_Digest(text.data(), text.size(), out.data(), &len, EVP_sha256(), nullptr);
   return out;
+}
+
+// The password of an `Authorization: Basic` header's credentials (RFC 7617: base64 of
+// "user:password"; the scheme's name is case-insensitive). nullopt when the header is not Basic
+// or its credentials do not decode.
+std::optional<std::string> basic_password(std::string_view header) {
+  constexpr std::string_view kBasic = "basic ";
+  if (header.size() <= kBasic.size()) return std::nullopt;
+  for (size_t i = 0; i < kBasic.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kBasic[i]) return std::nullopt;
+  }
+  std::string_view b64 = header.substr(kBasic.size());
+  while (!b64.empty() && b64.back() == ' ') b64.remove_suffix(1);
+  // EVP_DecodeBlock takes whole 4-character groups and counts '=' padding as zero bytes.
+  if (b64.empty() || b64.size() % 4 != 0 || b64.size() > 4096) return std::nullopt;
+  for (char c : b64) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/' && c != '=') {
+      return std::nullopt;
+    }
+  }
+  std::string decoded(b64.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(decoded.data()),
+                                reinterpret_cast<const unsigned char*>(b64.data()),
+                                static_cast<int>(b64.size()));
+  if (n < 0) return std::nullopt;
+  size_t len = static_cast<size_t>(n);
+  if (b64.back() == '=') --len;
+  if (b64[b64.size() - 2] == '=') --len;
+  decoded.resize(len);
+  const size_t colon = decoded.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  return decoded.substr(colon + 1);
 }
 
 int hex_value(char c) {
@@ -213,20 +247,30 @@ std::vector<std::string> ApiKeys::warnings() const {
   return warnings_;
 }
 
-AuthResult ApiKeys::authorize(std::string_view header, Scope needed) const {
+AuthResult ApiKeys::authorize(std::string_view header, Scope needed, KeyForms forms) const {
   std::shared_ptr<const std::vector<Entry>> entries;
   {
     MutexLock lock(mu_);
     entries = entries_;
   }
   constexpr std::string_view kBearer = "Bearer ";
-  if (header.size() <= kBearer.size() || header.substr(0, kBearer.size()) != kBearer) {
+  std::string key;
+  if (header.size() > kBearer.size() && header.substr(0, kBearer.size()) == kBearer) {
+    key = header.substr(kBearer.size());
+  } else if (forms == KeyForms::kBearerOrBasic) {
+    key = basic_password(header).value_or("");
+  }
+  if (key.empty()) {
     return {401,
-            "missing API key: send the header `Authorization: Bearer KEY` (keys are set with "
-            "--api-keys)",
+            forms == KeyForms::kBearerOrBasic
+                ? "missing API key: send the header `Authorization: Bearer KEY`, or, in a "
+                  "browser, give the key as the password (any user name; keys are set with "
+                  "--api-keys)"
+                : "missing API key: send the header `Authorization: Bearer KEY` (keys are set "
+                  "with --api-keys)",
             "", ""};
   }
-  const auto digest = sha256(header.substr(kBearer.size()));
+  const auto digest = sha256(key);
   const Entry* match = nullptr;
   for (const Entry& e : *entries) {  // every entry, so the time does not say which one matched
     if (CRYPTO_memcmp(e.sha256.data(), digest.data(), 32) == 0) match = &e;

@@ -7,10 +7,14 @@
 //   scopes = ["models", "chat", "completions", "metrics", "admin"]
 //   cache_namespace = "tenant-a"      # optional: this key's turns hit only this namespace's KV
 //
-// A request's key comes from `Authorization: Bearer KEY`. No key or an unknown one: 401; a key
-// without the endpoint's scope: 403 naming the scope. The key is hashed and compared against
-// every entry's hash in constant time; keys are never logged or echoed. Errors in the file name
-// the entry, the key and the fix. Thread-safe: reload() swaps the table (SIGHUP rotation).
+// A request's key comes from `Authorization: Bearer KEY`, or, on the routes a browser opens
+// (KeyForms::kBearerOrBasic: GET /dashboard and the /metrics it reads), from HTTP Basic with the
+// key as the password (any user name): a browser cannot send a bearer header when it navigates,
+// but it prompts for Basic credentials and reuses them for the page's own requests. No key or an
+// unknown one: 401; a key without the endpoint's scope: 403 naming the scope. The key is hashed and
+// compared against every entry's hash in constant time; keys are never logged or echoed. Errors in
+// the file name the entry, the key and the fix. Thread-safe: reload() swaps the table (SIGHUP
+// rotation).
 
 #include <array>
 #include <memory>
@@ -26,6 +30,9 @@ namespace dualpath::serve {
 enum class Scope { kModels, kChat, kCompletions, kMetrics, kAdmin };
 std::string_view scope_name(Scope s);
 
+// The forms of `Authorization` a route takes (see above).
+enum class KeyForms { kBearer, kBearerOrBasic };
+
 struct AuthResult {
   int http_status = 200;  // 200, 401 or 403
   std::string message;    // for 401 / 403
@@ -40,7 +47,9 @@ class ApiKeys {
   // Rereads the file; on error the old table stays in force and the error is returned.
   Status reload();
 
-  AuthResult authorize(std::string_view authorization_header, Scope needed) const;
+  AuthResult authorize(std::string_view authorization_header,
+                       Scope needed,
+                       KeyForms forms = KeyForms::kBearer) const;
   bool any_has(Scope s) const;  // whether some key carries this scope (doctor's check)
   std::vector<std::string> names_lacking(Scope s) const;  // the keys without it (doctor's check)
   size_t size() const;

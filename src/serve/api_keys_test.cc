@@ -56,6 +56,46 @@ scopes = ["models", "metrics"]
   EXPECT_FALSE((*keys)->any_has(Scope::kAdmin));
 }
 
+// GET /dashboard (a browser) sends the key as HTTP Basic's password; other routes do not take it.
+TEST_F(ApiKeysTest, BasicCredentialsCarryTheKeyAsThePasswordWhereTheRouteTakesThem) {
+  auto keys = ApiKeys::load(write(R"(
+[[keys]]
+name = "ops"
+key = "ops:secret-1"
+scopes = ["metrics"]
+[[keys]]
+name = "chat"
+key = "chat-secret"
+scopes = ["chat"]
+)"));
+  ASSERT_TRUE(keys.is_ok()) << keys.status().to_string();
+  const auto basic = KeyForms::kBearerOrBasic;
+  // base64("anyone:ops:secret-1"): the password is everything after the first colon.
+  EXPECT_EQ(
+      (*keys)->authorize("Basic YW55b25lOm9wczpzZWNyZXQtMQ==", Scope::kMetrics, basic).key_name,
+      "ops");
+  EXPECT_EQ(
+      (*keys)->authorize("basic YW55b25lOm9wczpzZWNyZXQtMQ==", Scope::kMetrics, basic).http_status,
+      200);  // the scheme's name is case-insensitive
+  // base64(":ops:secret-1"): an empty user name.
+  EXPECT_EQ((*keys)->authorize("Basic Om9wczpzZWNyZXQtMQ==", Scope::kMetrics, basic).http_status,
+            200);
+  EXPECT_EQ((*keys)->authorize("Bearer ops:secret-1", Scope::kMetrics, basic).http_status, 200);
+  // Not where the route takes bearer keys only.
+  EXPECT_EQ((*keys)->authorize("Basic YW55b25lOm9wczpzZWNyZXQtMQ==", Scope::kMetrics).http_status,
+            401);
+  // base64("x:chat-secret"): a known key without the scope.
+  EXPECT_EQ((*keys)->authorize("Basic eDpjaGF0LXNlY3JldA==", Scope::kMetrics, basic).http_status,
+            403);
+  // base64("x:wrong"), base64("x:"), base64("nocolon"), not base64, a cut group, nothing.
+  for (const char* h : {"Basic eDp3cm9uZw==", "Basic eDo=", "Basic bm9jb2xvbg==", "Basic ****",
+                        "Basic YW55b25lOm9wc", "Basic ", "Basic", ""}) {
+    const AuthResult a = (*keys)->authorize(h, Scope::kMetrics, basic);
+    EXPECT_EQ(a.http_status, 401) << h;
+    EXPECT_EQ(a.message.find("secret"), std::string::npos) << a.message;
+  }
+}
+
 TEST_F(ApiKeysTest, BadFilesNameTheEntryAndTheFix) {
   struct Case {
     const char* text;

@@ -67,6 +67,17 @@ ApiMetrics::ApiMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
                     "1 while the node holds its lease, 0 once it is dead.");
   dram_used_ = family(prometheus::BuildGauge(), r, "dualpath:dram_buffer_used_bytes",
                       "The node's DRAM buffer (PE or DE buffer) in use.");
+  report_age_ = family(prometheus::BuildGauge(), r, "dualpath:node_last_report_age_seconds",
+                       "Seconds since the node's last load report (its lease lapses past "
+                       "dualpath:lease_ttl_seconds).");
+  lease_ttl_ = &family(prometheus::BuildGauge(), r, "dualpath:lease_ttl_seconds",
+                       "scheduler.lease_ttl_ms: a node without a load report for this long is "
+                       "declared dead.")
+                    ->Add({});
+  requests_running_ = &family(prometheus::BuildGauge(), r, "dualpath:num_requests_running",
+                              "API requests in flight: chat and completion requests admitted "
+                              "and not yet answered.")
+                           ->Add({});
 }
 
 void ApiMetrics::count_request(const std::string& status) {
@@ -93,9 +104,14 @@ void ApiMetrics::observe_turn(const TurnResult& r, int64_t completion_tokens, do
   }
 }
 
-std::string ApiMetrics::scrape(const std::vector<NodeStatus>& nodes) {
+std::string ApiMetrics::scrape(const std::vector<NodeStatus>& nodes,
+                               int64_t requests_running,
+                               Duration lease_ttl) {
+  requests_running_->Set(static_cast<double>(requests_running));
+  lease_ttl_->Set(std::chrono::duration<double>(lease_ttl).count());
   for (const NodeStatus& n : nodes) {
     const std::string node = node_label(n.id);
+    report_age_->Add({{"node", node}}).Set(n.last_report_age_s);
     read_queue_->Add({{"node", node}}).Set(static_cast<double>(n.report.read_queue_bytes));
     dram_used_->Add({{"node", node}}).Set(static_cast<double>(n.report.dram_used_bytes));
     node_up_

@@ -6,8 +6,11 @@
 //   counters    prompt_tokens_total, generation_tokens_total, prompt_tokens_cached_total,
 //               kv_read_bytes_total{path="pe|de",node}, requests_total{status},
 //               request_migrations_total
-//   gauges      storage_read_queue_bytes{node}, node_up{node,role}, dram_buffer_used_bytes{node}
-// The gauges are set from the nodes' load reports at each scrape. Thread-safe.
+//   gauges      storage_read_queue_bytes{node}, node_up{node,role}, dram_buffer_used_bytes{node},
+//               node_last_report_age_seconds{node}, lease_ttl_seconds, num_requests_running
+// The gauges are set at each scrape: the nodes' from their load reports as the registry holds
+// them, num_requests_running from the API's admission count. GET /dashboard's page reads these
+// same values (it parses /metrics): one source for both. Thread-safe.
 
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
@@ -29,8 +32,11 @@ class ApiMetrics {
   void count_request(const std::string& status);
   // A turn that ran: latencies and tokens (completion tokens as returned, after stops).
   void observe_turn(const TurnResult& r, int64_t completion_tokens, double e2e_s);
-  // The text exposition (format 0.0.4) with the gauges set from `nodes`.
-  std::string scrape(const std::vector<NodeStatus>& nodes);
+  // The text exposition (format 0.0.4) with the gauges set from `nodes`, the API's requests in
+  // flight and the scheduler's lease (scheduler.lease_ttl_ms).
+  std::string scrape(const std::vector<NodeStatus>& nodes,
+                     int64_t requests_running,
+                     Duration lease_ttl);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -41,6 +47,8 @@ class ApiMetrics {
   prometheus::Family<prometheus::Gauge>* read_queue_;
   prometheus::Family<prometheus::Gauge>* node_up_;
   prometheus::Family<prometheus::Gauge>* dram_used_;
+  prometheus::Family<prometheus::Gauge>* report_age_;
+  prometheus::Gauge *lease_ttl_, *requests_running_;
 };
 
 // "prefill0", "decode1": a node's label value.

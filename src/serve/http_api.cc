@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "serve/chat_template.h"
 #include "serve/completion_request.h"
+#include "serve/dashboard.h"
 #include "serve/reply_builder.h"
 #include "serve/tool_call_parser.h"
 
@@ -85,6 +86,19 @@ Json dualpath_json(const TurnResult& r) {
           {"decoded_tokens", static_cast<int64_t>(r.output_tokens.size())}};
 }
 
+// GET /dashboard: the page (dashboard.h), under its content security policy, never cached (a
+// proxy must not hand it, or the credential it was fetched with, to another user).
+HttpResponse dashboard_response() {
+  HttpResponse r;
+  r.content_type = "text/html; charset=utf-8";
+  r.body = std::string(dashboard_page());
+  r.headers = {{"Content-Security-Policy", dashboard_csp()},
+               {"Cache-Control", "no-store"},
+               {"X-Content-Type-Options", "nosniff"},
+               {"Referrer-Policy", "no-referrer"}};
+  return r;
+}
+
 // The HTTP status and OpenAI error type of a turn that failed.
 std::pair<int, const char*> turn_error(const Status& s) {
   if (s.is_unavailable() || s.is_timed_out() || s.is_resource_exhausted()) {
@@ -146,11 +160,14 @@ struct AbandonFlag {
 
 // The routes, in one table: a path served with another method is 405, an unknown one 404.
 struct HttpApi::Route {
-  enum Kind { kHealth, kVersion, kMetrics, kModels, kChat, kCompletions };
+  enum Kind { kHealth, kVersion, kMetrics, kDashboard, kModels, kChat, kCompletions };
   std::string_view method;
   std::string_view path;
   Kind kind;
   std::optional<Scope> scope;  // needed with keys
+  // The routes a browser opens take the key as HTTP Basic's password too (api_keys.h): the
+  // dashboard, and the /metrics its page reads with the credential the browser prompted for.
+  KeyForms forms = KeyForms::kBearer;
 };
 
 namespace {
@@ -158,7 +175,8 @@ namespace {
 const HttpApi::Route kRoutes[] = {
     {"GET", "/health", HttpApi::Route::kHealth, std::nullopt},
     {"GET", "/version", HttpApi::Route::kVersion, std::nullopt},
-    {"GET", "/metrics", HttpApi::Route::kMetrics, Scope::kMetrics},
+    {"GET", "/metrics", HttpApi::Route::kMetrics, Scope::kMetrics, KeyForms::kBearerOrBasic},
+    {"GET", "/dashboard", HttpApi::Route::kDashboard, Scope::kMetrics, KeyForms::kBearerOrBasic},
     {"GET", "/v1/models", HttpApi::Route::kModels, Scope::kModels},
     {"POST", "/v1/chat/completions", HttpApi::Route::kChat, Scope::kChat},
     {"POST", "/v1/completions", HttpApi::Route::kCompletions, Scope::kCompletions},
@@ -366,9 +384,16 @@ std::variant<const HttpApi::Route*, HttpResponse> HttpApi::route(const HttpReque
     e.headers.push_back({"Allow", allow});
     return e;
   }
+  if (path->starts_with("/dashboard/")) {
+    return error(404, "invalid_request_error",
+                 fmt::format("no route {} {}: the dashboard is one page, GET /dashboard, and "
+                             "its data is GET /metrics",
+                             head.method, *path),
+                 "", "not_found");
+  }
   return error(404, "invalid_request_error",
                fmt::format("no route {} {}: see GET /v1/models, POST /v1/chat/completions, POST "
-                           "/v1/completions, GET /health, GET /metrics",
+                           "/v1/completions, GET /health, GET /metrics, GET /dashboard",
                            head.method, *path),
                "", "not_found");
 }
@@ -377,14 +402,20 @@ std::optional<HttpResponse> HttpApi::authorize(const HttpRequest& req,
                                                const Route& r,
                                                std::string* key_namespace) {
   if (!options_.keys || !r.scope) return std::nullopt;
-  const AuthResult a =
-      options_.keys->authorize(req.header("Authorization").value_or(std::string_view()), *r.scope);
+  const AuthResult a = options_.keys->authorize(
+      req.header("Authorization").value_or(std::string_view()), *r.scope, r.forms);
   if (a.http_status == 200) {
     if (key_namespace != nullptr) *key_namespace = a.cache_namespace;
     return std::nullopt;
   }
   if (a.http_status == 401) {
-    return error(401, "authentication_error", a.message, "", "invalid_api_key");
+    HttpResponse e = error(401, "authentication_error", a.message, "", "invalid_api_key");
+    // A browser that opens the dashboard asks for the key (as the password) and sends it again
+    // with the page's requests to /metrics (same origin, same protection space).
+    if (r.kind == Route::kDashboard) {
+      e.headers.push_back({"WWW-Authenticate", "Basic realm=\"dualpath\", charset=\"UTF-8\""});
+    }
+    return e;
   }
   return error(403, "permission_error", a.message, "", "insufficient_scope");
 }
@@ -457,9 +488,12 @@ void HttpApi::handle(HttpRequest request, std::shared_ptr<HttpExchange> exchange
     case Route::kMetrics: {
       HttpResponse m;
       m.content_type = "text/plain; version=0.0.4";
-      m.body = metrics_.scrape(service_.nodes());
+      m.body = metrics_.scrape(service_.nodes(), in_flight_.load(std::memory_order_relaxed),
+                               service_.config().scheduler.lease_ttl);
       return exchange->respond(std::move(m));
     }
+    case Route::kDashboard:
+      return exchange->respond(dashboard_response());
     case Route::kModels:
       return exchange->respond(models());
     case Route::kChat:

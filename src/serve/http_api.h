@@ -8,6 +8,8 @@
 //   GET  /health                    open: 200 when every node of the config is up, else 503
 //   GET  /version                   open
 //   GET  /metrics                   scope metrics (Prometheus text; open without keys)
+//   GET  /dashboard                 scope metrics (the live page, dashboard.h; it reads /metrics)
+//   (both also take the key as HTTP Basic's password: a browser sends it so; api_keys.h)
 //
 // Every turn goes to TurnService::run_turn (SchedulerService's, which places it with the central
 // scheduler). A conversation's turns hit each other's KV: the chat template keeps earlier turns'

@@ -6,17 +6,21 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "serve/dashboard.h"
 #include "serve/fake_turn_service.h"
 #include "serve/http_api.h"
+#include "store/temp_dir.h"
 
 namespace dualpath::serve {
 namespace {
@@ -256,6 +260,148 @@ TEST_F(ApiReplay, AStreamedChatEndsWithDone) {
   EXPECT_NE(out.find("\"finish_reason\":\"stop\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"usage\""), std::string::npos);
   EXPECT_NE(out.find("data: [DONE]"), std::string::npos);
+}
+
+// GET /dashboard with keys on: the metrics scope, by bearer or by HTTP Basic with the key as the
+// password (a browser's prompt), a 401 that makes the browser ask, and the page under a policy
+// that lets exactly its own script and style run.
+class DashboardReplay : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = dir_.path() + "/keys.toml";
+    std::ofstream(path) << R"([[keys]]
+name = "ops"
+key = "ops-key-1"
+scopes = ["metrics"]
+[[keys]]
+name = "chatter"
+key = "chat-key"
+scopes = ["chat"]
+)";
+    auto keys = ApiKeys::load(path);
+    ASSERT_TRUE(keys.is_ok()) << keys.status().to_string();
+    ApiOptions o;
+    o.keys = std::move(keys).value();
+    auto a = HttpApi::create(o, turns_);
+    ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+    api_ = std::move(a).value();
+  }
+  struct Answer {
+    int status = -1;
+    std::string head;  // status line and headers
+    std::string body;
+  };
+  Answer get(const std::string& target,
+             const std::string& authorization = "",
+             const std::string& method = "GET") {
+    std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\n";
+    if (!authorization.empty()) req += "Authorization: " + authorization + "\r\n";
+    req += method == "POST" ? "Content-Length: 0\r\n\r\n" : "\r\n";
+    const std::string out = replay_http_connection(req, *api_, api_->limits());
+    Answer a;
+    if (out.size() < 12) return a;
+    a.status = std::stoi(out.substr(9, 3));
+    const size_t end = out.find("\r\n\r\n");
+    a.head = out.substr(0, end);
+    a.body = out.substr(end + 4);
+    return a;
+  }
+  static std::string header(const Answer& a, const std::string& name) {
+    const size_t at = a.head.find("\r\n" + name + ": ");
+    if (at == std::string::npos) return "";
+    const size_t from = at + name.size() + 4;
+    return a.head.substr(from, a.head.find("\r\n", from) - from);
+  }
+  static std::string basic(const std::string& user_colon_password) {
+    std::string out(4 * ((user_colon_password.size() + 2) / 3) + 1, '\0');
+    const int n =
+        EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                        reinterpret_cast<const unsigned char*>(user_colon_password.data()),
+                        static_cast<int>(user_colon_password.size()));
+    out.resize(static_cast<size_t>(n));
+    return "Basic " + out;
+  }
+  store::TempDir dir_;
+  FakeTurnService turns_;
+  std::unique_ptr<HttpApi> api_;
+};
+
+TEST_F(DashboardReplay, WithoutAKeyItIs401AskingForBasicCredentials) {
+  const Answer a = get("/dashboard");
+  EXPECT_EQ(a.status, 401);
+  EXPECT_EQ(header(a, "WWW-Authenticate"), "Basic realm=\"dualpath\", charset=\"UTF-8\"");
+  EXPECT_EQ(Json::parse(a.body)["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(get("/dashboard", basic("me:wrong-key")).status, 401);
+  EXPECT_EQ(get("/dashboard", "Bearer wrong-key").status, 401);
+  // /metrics is for scrapers: no browser prompt there.
+  const Answer m = get("/metrics");
+  EXPECT_EQ(m.status, 401);
+  EXPECT_EQ(header(m, "WWW-Authenticate"), "");
+}
+
+TEST_F(DashboardReplay, AKeyWithTheMetricsScopeGetsThePageByBearerOrBasic) {
+  const Answer a = get("/dashboard", basic("anyone:ops-key-1"));
+  ASSERT_EQ(a.status, 200) << a.head << a.body;
+  EXPECT_EQ(header(a, "Content-Type"), "text/html; charset=utf-8");
+  EXPECT_EQ(header(a, "Cache-Control"), "no-store");
+  EXPECT_EQ(a.body, dashboard_page());
+  EXPECT_EQ(get("/dashboard", "Bearer ops-key-1").status, 200);
+  EXPECT_EQ(get("/dashboard", basic("x:chat-key")).status, 403);
+  // The page's scrape takes the browser's credential; the chat routes do not.
+  const Answer m = get("/metrics", basic("anyone:ops-key-1"));
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("dualpath:num_requests_running 0"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("dualpath:lease_ttl_seconds 1"), std::string::npos) << m.body;
+  EXPECT_EQ(get("/v1/models", basic("anyone:ops-key-1")).status, 401);
+}
+
+TEST_F(DashboardReplay, ThePageNamesNoOtherOriginAndItsPolicyHashesItsScriptAndStyle) {
+  const std::string page(dashboard_page());
+  const std::string csp = header(get("/dashboard", "Bearer ops-key-1"), "Content-Security-Policy");
+  EXPECT_EQ(csp, dashboard_csp());
+  EXPECT_NE(csp.find("default-src 'none'"), std::string::npos);
+  EXPECT_NE(csp.find("connect-src 'self'"), std::string::npos);
+  // One inline script and one inline style, each allowed by its hash and nothing else.
+  auto hash_of = [&](const std::string& open, const std::string& close) {
+    const size_t from = page.find(open) + open.size();
+    EXPECT_EQ(page.find(open, from), std::string::npos) << "a second " << open;
+    const std::string text = page.substr(from, page.find(close, from) - from);
+    unsigned char digest[32];
+    unsigned int len = 0;
+    EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
+    std::string b64(45, '\0');
+    b64.resize(static_cast<size_t>(
+        EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()), digest, 32)));
+    return "'sha256-" + b64 + "'";
+  };
+  EXPECT_NE(csp.find("script-src " + hash_of("<script>", "</script>") + ";"), std::string::npos)
+      << csp;
+  EXPECT_NE(csp.find("style-src " + hash_of("<style>", "</style>") + ";"), std::string::npos)
+      << csp;
+  // No external asset: the only URL in the page is the SVG namespace's name.
+  const std::string_view svg_ns = "'http://www.w3.org/2000/svg'";
+  size_t urls = 0;
+  for (size_t at = page.find("://"); at != std::string::npos; at = page.find("://", at + 1)) {
+    ++urls;
+    EXPECT_EQ(page.compare(at - 5, svg_ns.size(), svg_ns), 0) << page.substr(at - 8, 40);
+  }
+  EXPECT_EQ(urls, 1u);
+  EXPECT_EQ(page.find("innerHTML"), std::string::npos);  // text goes in as text
+}
+
+TEST_F(DashboardReplay, OtherPathsUnderItAre404AndOtherMethods405) {
+  const Answer a = get("/dashboard/state", "Bearer ops-key-1");
+  EXPECT_EQ(a.status, 404);
+  EXPECT_NE(Json::parse(a.body)["error"]["message"].get<std::string>().find("GET /dashboard"),
+            std::string::npos)
+      << a.body;
+  EXPECT_EQ(get("/dashboard/", "").status, 404);
+  const Answer p = get("/dashboard", "Bearer ops-key-1", "POST");
+  EXPECT_EQ(p.status, 405);
+  EXPECT_EQ(header(p, "Allow"), "GET");
+  EXPECT_EQ(get("/dashboard", "Bearer ops-key-1", "HEAD").status, 200);
+  // The 404 that lists the routes names the dashboard.
+  EXPECT_NE(get("/nope").body.find("GET /dashboard"), std::string::npos);
 }
 
 // ---- on sockets ----
