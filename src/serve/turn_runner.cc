@@ -50,9 +50,12 @@ void TurnCancel::set_hooks(std::function<void()> cancel, std::function<void()> s
 TurnRunner::TurnRunner(Parts parts) : parts_(std::move(parts)) {}
 
 void TurnRunner::shutdown() {
-  MutexLock lock(mu_);
-  stopping_ = true;
-  for (auto& [id, a] : attempts_) a->calls.cancel(Status::aborted("the scheduler is shutting down"));
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+    for (auto& [id, a] : attempts_) a->calls.cancel(Status::aborted("the scheduler is shutting down"));
+  }
+  verdict_cv_.notify_all();
 }
 
 void TurnRunner::node_dead(int node, const Status& why) {
@@ -66,6 +69,8 @@ void TurnRunner::node_dead(int node, const Status& why) {
       a->calls.cancel(Status::unavailable(fmt::format("{} (node {} of its turn)", why.message(), node)));
     }
   }
+  lock.unlock();
+  verdict_cv_.notify_all();  // a retry waiting for this verdict
 }
 
 Status TurnRunner::run_attempt(const TurnRequest& req,
@@ -329,6 +334,21 @@ Result<TurnResult> TurnRunner::run_turn(TurnRequest request) {
     out.retried = true;
     DP_LOG_WARN("turn attempt {} failed ({}); {}", attempt, last.to_string(),
                 out.migrated ? "migrating its decode" : "retrying on live nodes");
+    if (!pe_dead && !de_dead && a.pe_node >= 0 && attempt < config.scheduler.max_attempts) {
+      // Both nodes still hold their leases. A node that died is declared dead when its session
+      // ends, within milliseconds, but later on a loaded machine: placed again at once, the
+      // retry picks the same node and fails the same way (all attempts spent in a few ms: the
+      // flake of ServeMigration under ctest -j2). Wait for the registry's verdict, a lease at
+      // most, checking the turn's cancel; a node that is only busy costs the retry that wait.
+      MutexLock lock(verdict_mu_);
+      const Duration until = clock.now() + config.scheduler.lease_ttl;
+      while (clock.now() < until && parts_.registry->alive(a.pe_node) &&
+             (a.de_node < 0 || parts_.registry->alive(a.de_node)) &&
+             !(request.cancel && request.cancel->cancelled())) {
+        (void)clock.wait_until(verdict_cv_, lock,
+                               std::min(until, clock.now() + std::chrono::milliseconds(5)));
+      }
+    }
   }
   return last.with_context(
       fmt::format("the turn failed after {} attempts", config.scheduler.max_attempts));

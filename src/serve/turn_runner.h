@@ -87,6 +87,10 @@ class TurnRunner {
   Mutex mu_;
   std::map<uint64_t, Attempt*> attempts_ DP_GUARDED_BY(mu_);  // running, by id
   bool stopping_ DP_GUARDED_BY(mu_) = false;
+  // A retry waiting for the registry's verdict on a node that failed it wakes here (node_dead,
+  // shutdown); the condition is the registry's, so nothing is guarded.
+  Mutex verdict_mu_;
+  CondVar verdict_cv_;
 };
 
 }  // namespace dualpath::serve
