@@ -104,14 +104,14 @@ TEST(Serve, DuplicateIndexesAndNodesBeyondTheConfigAreRefused) {
   ASSERT_FALSE(key.empty()) << "local nodes get an ephemeral credential";
   {
     auto [code, err] = run_node(addr, "decode", 0, 10, key);
-    EXPECT_EQ(code, 2);
+    EXPECT_EQ(code, 2) << err;
     EXPECT_NE(err.find("duplicate node index: decode node 0 is already registered"),
               std::string::npos)
         << err;
   }
   {
     auto [code, err] = run_node(addr, "decode", -1, 10, key);
-    EXPECT_EQ(code, 2);
+    EXPECT_EQ(code, 2) << err;
     EXPECT_NE(err.find("all 1 decode nodes of the config (cluster.decode_nodes = 1) are "
                        "registered"),
               std::string::npos)
@@ -119,7 +119,7 @@ TEST(Serve, DuplicateIndexesAndNodesBeyondTheConfigAreRefused) {
   }
   {
     auto [code, err] = run_node(addr, "prefill", 3, 10, key);
-    EXPECT_EQ(code, 2);
+    EXPECT_EQ(code, 2) << err;
     EXPECT_NE(err.find("declares 1 prefill node (cluster.prefill_nodes = 1)"), std::string::npos)
         << err;
   }
