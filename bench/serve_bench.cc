@@ -601,6 +601,7 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   ServeBenchRun run;
   run.mode = std::string(serve::serve_mode_name(mode));
   run.time_dilation = config.engine.time_dilation;
+  run.completions = trace != nullptr;
 
   serve::ClusterOptions co;
   co.config = config;
@@ -662,6 +663,7 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
     rec.round = t;
     rec.start_s = seconds(x.sent - start);
     rec.cached_tokens = x.cached_tokens;
+    rec.read_path = x.read_path;
     rec.input_len = x.prompt_tokens;
     rec.output_len = x.completion_tokens;
     rec.ttft_s = x.ttft_s;
@@ -841,8 +843,8 @@ Json vllm_result_json(const ServeBenchRun& run, const VllmResultSetup& setup) {
   std::strftime(date, sizeof(date), "%Y%m%d-%H%M%S", &tm);
   Json j;
   j["date"] = date;
-  j["endpoint_type"] = "openai-chat";
-  j["backend"] = "openai-chat";
+  j["endpoint_type"] = run.completions ? "openai" : "openai-chat";
+  j["backend"] = run.completions ? "openai" : "openai-chat";
   j["label"] = nullptr;
   j["model_id"] = setup.model_id;
   j["tokenizer_id"] = setup.tokenizer_id;
@@ -867,6 +869,8 @@ Json vllm_result_json(const ServeBenchRun& run, const VllmResultSetup& setup) {
   Json input_lens = Json::array(), output_lens = Json::array(), ttfts = Json::array(),
        itls = Json::array(), latencies = Json::array(), start_times = Json::array(),
        queue_times = Json::array(), texts = Json::array(), errors = Json::array();
+  // Ours, per request beside vLLM's lists: the session turn, cached tokens and read path.
+  Json rounds = Json::array(), cached = Json::array(), paths = Json::array();
   // The peak of requests in flight, and of output tokens per whole second (a request's tokens
   // spread evenly over its chunks: the stream does not say how many tokens a chunk carried).
   std::vector<std::pair<double, int>> edges;
@@ -881,6 +885,9 @@ Json vllm_result_json(const ServeBenchRun& run, const VllmResultSetup& setup) {
     queue_times.push_back(0.0);  // no client-side queue: a client sends when its turn comes
     texts.push_back(r.generated_text);
     errors.push_back(r.error);
+    rounds.push_back(r.round);
+    cached.push_back(r.ok ? r.cached_tokens : 0);
+    paths.push_back(r.read_path);
     edges.push_back({r.start_s, +1});
     edges.push_back({r.start_s + r.e2e_s, -1});
     if (r.ok && r.output_len > 0) {
@@ -903,6 +910,9 @@ Json vllm_result_json(const ServeBenchRun& run, const VllmResultSetup& setup) {
   j["queue_times"] = queue_times;
   j["generated_texts"] = texts;
   j["errors"] = errors;
+  j["dualpath_rounds"] = rounds;
+  j["dualpath_cached_tokens"] = cached;
+  j["dualpath_read_paths"] = paths;
   double max_tokens_per_s = 0;
   for (const auto& [second, tokens] : tokens_by_second) {
     max_tokens_per_s = std::max(max_tokens_per_s, tokens);

@@ -156,6 +156,7 @@ struct RequestRecord {
   int round = 0;       // the turn of its session (0: the first)
   double start_s = 0;  // sent, since the run's start
   int64_t cached_tokens = 0;
+  std::string read_path;  // the reply's dualpath.read_path (pe, de, none, ...; empty: none given)
   int64_t input_len = 0, output_len = 0;  // the reply's usage (0 where it carried none)
   double ttft_s = 0, e2e_s = 0;
   std::vector<double> itl_s;  // the gaps between token chunks after the first
@@ -169,6 +170,7 @@ struct RequestRecord {
 
 struct ServeBenchRun {
   std::string mode;  // basic, full or oracle
+  bool completions = false;  // the requests went to /v1/completions (a trace), not chat
   int64_t requests = 0;  // answered 200 with a complete stream
   int64_t errors = 0;    // everything else (an HTTP error, an error event, a cut stream)
   double duration_s = 0;

@@ -67,6 +67,14 @@ TEST(ServeBench, BasicAndFullServeTheSameSessionsWithTheSameRepliesAndHitTheirKv
   const Json vllm = vllm_result_json(runs[1], {"m", "m", 2});
   EXPECT_EQ(vllm["completed"], 9);
   EXPECT_EQ(vllm["ttfts"].size(), 9u);
+  // Ours beside vLLM's lists: per request its turn, cached tokens and read path.
+  ASSERT_EQ(vllm["dualpath_cached_tokens"].size(), 9u);
+  int64_t cached = 0;
+  for (const auto& c : vllm["dualpath_cached_tokens"]) cached += c.get<int64_t>();
+  EXPECT_EQ(cached, runs[1].cached_tokens);
+  EXPECT_EQ(vllm["dualpath_rounds"].size(), 9u);
+  EXPECT_EQ(vllm["dualpath_read_paths"].size(), 9u);
+  EXPECT_EQ(vllm["endpoint_type"], "openai-chat");
   EXPECT_GT(vllm["request_goodput"].get<double>(), 0);
   EXPECT_EQ(runs[0].session_digests, runs[1].session_digests)
       << "greedy replies differ between basic and full";
@@ -213,6 +221,9 @@ TEST(ServeBench, ATraceGoesThroughTheApiWithItsLengthsAndHits) {
   EXPECT_EQ(r->sim->turns, 6);
   const Json j = r->to_json();
   ASSERT_TRUE(j["sim"].is_object());
+  const Json vllm = vllm_result_json(*r, {"m", "m", 2});
+  EXPECT_EQ(vllm["endpoint_type"], "openai") << "a trace's turns are completions";
+  EXPECT_EQ(vllm["dualpath_read_paths"].size(), 6u);
   EXPECT_TRUE(j["sim"].contains("live_emulated"));
   EXPECT_NE(trace_vs_sim_table({*r}, trace_hit_ratio(o.trace->plans)).find("TTFT p99"),
             std::string::npos);
