@@ -21,6 +21,7 @@ struct OnlineFlags {
   std::optional<double> slo_tpot_ms;
   std::optional<std::string> slo_statistic;
   std::optional<double> time_scale;
+  std::optional<std::string> slo_turns;
 
   void add_to(CLI::App* cmd, bool with_aps = true) {
     if (with_aps) {
@@ -34,6 +35,9 @@ struct OnlineFlags {
     cmd->add_option("--slo-statistic", slo_statistic,
                     "online: the statistic the SLO bounds: mean (default, the paper's), p50, p90 "
                     "or p99");
+    cmd->add_option("--slo-turns", slo_turns,
+                    "online: the turns the SLO judges: all (default) or hit (turns with a cached "
+                    "prefix; first turns, all prefill, are reported apart as ttft_first_s)");
     cmd->add_option("--time-scale", time_scale,
                     "mooncake:PATH traces: multiply the timestamps (0.5 = twice the arrival rate)");
   }
@@ -63,6 +67,13 @@ struct OnlineFlags {
     if (slo_tpot_ms) cfg.online.slo_tpot_s = *slo_tpot_ms / 1e3;
     if (slo_statistic) cfg.online.slo_statistic = *slo_statistic;
     if (time_scale) cfg.online.time_scale = *time_scale;
+    if (slo_turns) {
+      if (*slo_turns != "all" && *slo_turns != "hit")
+        return Status::invalid_argument(fmt::format(
+            "--slo-turns '{}': use all (every turn) or hit (turns with a cached prefix)",
+            *slo_turns));
+      cfg.online.slo_turns = *slo_turns;
+    }
     return Status::ok();
   }
 };

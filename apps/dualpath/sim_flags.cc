@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/config.h"
 #include "workload/dataset_spec.h"
 
 namespace dualpath::app {
@@ -38,6 +39,16 @@ void SimFlags::add_to(CLI::App* cmd, bool offline, bool with_aps) {
   cmd->add_option("--switch-s", switch_s,
                   "adaptive P/D: seconds a node takes to restart its engine in its new role "
                   "(default 30; a changed EP size adds the weight reload); adaptive.switch_s");
+  cmd->add_option("--dram-tier", dram_tier,
+                  "beyond the paper: DRAM per decode node that keeps sessions' KV after their "
+                  "turn (e.g. 400G; 0 = off, the default); a later turn placed on that node "
+                  "gets its hit from there with no storage read; cache.de_dram_gb");
+  cmd->add_option("--dram-ttl", dram_ttl_s,
+                  "seconds the DRAM tier keeps a session (default 480); cache.de_dram_ttl_s");
+  cmd->add_option("--recompute", recompute,
+                  "beyond the paper: auto = recompute a hit when the cost model says that is "
+                  "sooner than reading it behind the node's read queue; never (default) reads "
+                  "every hit; always recomputes every hit (a baseline); cache.recompute");
   online.add_to(cmd, with_aps);
   calibration.add_to(cmd);
 }
@@ -80,6 +91,29 @@ Result<sim::SimConfig> make_sim_config(const SimFlags& a) {
   if (a.think_time) cfg.think_time = true;
   if (a.adaptive_pd) cfg.adaptive.enabled = true;
   if (a.switch_s) cfg.adaptive.switch_s = *a.switch_s;
+  if (a.dram_tier) {
+    auto bytes = parse_size_bytes(*a.dram_tier);
+    if (!bytes.is_ok() || *bytes < 0)
+      return Status::invalid_argument(fmt::format(
+          "--dram-tier '{}': give bytes per decode node with an optional K, M, G or T suffix, "
+          "e.g. --dram-tier 400G (0: off)",
+          *a.dram_tier));
+    cfg.de_dram_bytes = static_cast<double>(*bytes);
+  }
+  if (a.dram_ttl_s) {
+    if (!(*a.dram_ttl_s > 0))
+      return Status::invalid_argument(
+          fmt::format("--dram-ttl {}: give seconds > 0, e.g. --dram-ttl 480", *a.dram_ttl_s));
+    cfg.de_dram_ttl_s = *a.dram_ttl_s;
+  }
+  if (a.recompute) {
+    if (*a.recompute != "auto" && *a.recompute != "never" && *a.recompute != "always")
+      return Status::invalid_argument(fmt::format(
+          "--recompute '{}': use never (read every hit), auto (recompute when sooner than "
+          "reading) or always (recompute every hit)",
+          *a.recompute));
+    cfg.recompute = *a.recompute;
+  }
   DP_RETURN_IF_ERROR(a.online.apply(cfg));
   if (a.agents && cfg.online.enabled())
     return Status::invalid_argument(

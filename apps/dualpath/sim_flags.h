@@ -30,6 +30,10 @@ struct SimFlags {
   bool think_time = false;
   bool adaptive_pd = false;
   std::optional<double> switch_s;
+  // Beyond the paper (issue 35): the DE DRAM tier and read-or-recompute.
+  std::optional<std::string> dram_tier;  // bytes per decode node, e.g. 400G
+  std::optional<double> dram_ttl_s;
+  std::optional<std::string> recompute;  // auto | never
   OnlineFlags online;
   CalibrationFlags calibration;
 

@@ -113,7 +113,25 @@ Placement ClusterScheduler::complete(const Pending& p, int de) {
   out.pe = p.pe;
   out.de = de;
   out.path = choose_path(p.request, p.pe, de);
-  const int64_t hit = p.request.hit_tokens;
+  // The DE DRAM tier: placed on the node that holds the session, its leading tokens come from
+  // that node's DRAM; storage reads cover the rest of the hit.
+  const bool layer_path = out.path == ReadPath::kPe || out.path == ReadPath::kDe ||
+                          out.path == ReadPath::kSplit;
+  if (layer_path && p.request.dram_tokens > 0 && p.request.dram_node == de_node_of(de))
+    out.dram_tokens = std::min(p.request.dram_tokens, p.request.hit_tokens);
+  const int64_t hit = p.request.hit_tokens - out.dram_tokens;
+  if (out.dram_tokens > 0 && hit == 0) out.path = ReadPath::kDe;
+  if (params_.recompute_auto && !p.request.path && out.dram_tokens == 0 && hit > 0 &&
+      layer_path && p.request.recompute_extra_s > 0 && params_.read_tokens_per_s > 0) {
+    const double qpe = static_cast<double>(read_queue(pe_node_of(p.pe)));
+    const double qde = static_cast<double>(read_queue(de_node_of(de)));
+    const double rate = params_.read_tokens_per_s;
+    const double h = static_cast<double>(hit);
+    const double read_s = out.path == ReadPath::kPe   ? (qpe + h) / rate
+                          : out.path == ReadPath::kDe ? (qde + h) / rate
+                                                      : (qpe + qde + h) / (2 * rate);
+    if (choose_recompute(p.request.recompute_extra_s, read_s)) out.path = ReadPath::kRecompute;
+  }
   if (out.path == ReadPath::kSplit) {
     // A forced split splits any two blocks; the policy's only parts worth a second read.
     const int64_t min_part = p.request.path ? params_.block_tokens : params_.split_min_tokens;
@@ -122,8 +140,11 @@ Placement ClusterScheduler::complete(const Pending& p, int de) {
     out.path = split.path();
     out.pe_read_tokens = split.pe_tokens;
     out.de_read_tokens = split.de_tokens;
+    if (out.dram_tokens > 0 && out.path == ReadPath::kPe && out.de_read_tokens == 0)
+      out.path = ReadPath::kSplit;  // the DE still pushes its DRAM part
   } else if (out.path == ReadPath::kPe) {
     out.pe_read_tokens = hit;
+    if (out.dram_tokens > 0) out.path = ReadPath::kSplit;
   } else if (out.path == ReadPath::kDe) {
     out.de_read_tokens = hit;
   }
@@ -247,9 +268,17 @@ FetchResult ClusterScheduler::fetch_unlogged() {
     while (any_group && !de_queue_.empty()) {
       Pending p = std::move(de_queue_.front());
       de_queue_.pop_front();
-      const auto gi = static_cast<size_t>(pick_de_group(sums));
       const int64_t tokens = p.request.prompt_tokens + p.request.gen_tokens;
-      de_private_[gi].push_back({p.request.id, tokens, p.request.hbm_need_bytes});
+      const int affinity = p.request.dram_tokens > 0 && p.request.dram_node >= shape_.prefill_nodes &&
+                                   p.request.dram_node < nodes()
+                               ? de_group_of_node(p.request.dram_node)
+                               : -1;
+      const auto gi = static_cast<size_t>(
+          affinity < 0 ? pick_de_group(sums)
+                       : pick_de_group_with_affinity(sums, affinity, tokens,
+                                                     params_.de.affinity_factor, kDeadTokens));
+      de_private_[gi].push_back({p.request.id, tokens, p.request.hbm_need_bytes, 0.0,
+                                 p.request.dram_tokens > 0 ? p.request.dram_node : -1});
       de_private_tokens_[gi] += tokens;
       sums[gi] += tokens;
       de_private_pending_[gi].push_back(std::move(p));
@@ -261,15 +290,18 @@ FetchResult ClusterScheduler::fetch_unlogged() {
     if (queue.empty() || de_blocked_[gi] != 0) continue;
     std::vector<DeEngineLoad>& group_loads = scratch_.de_loads;
     std::vector<int>& index = scratch_.de_index;  // group_loads[i] is engine index[i]
+    std::vector<int>& engine_nodes = scratch_.de_nodes;
     group_loads.clear();
     index.clear();
+    engine_nodes.clear();
     for (int i = 0; i < de_groups_[gi].count; ++i) {
       const int de = de_groups_[gi].first + i;
       if (!alive_[static_cast<size_t>(de_node_of(de))]) continue;
       group_loads.push_back(des_[static_cast<size_t>(de)].load);
       index.push_back(de);
+      engine_nodes.push_back(de_node_of(de));
     }
-    for (const Assignment& as : schedule_de(queue, group_loads, params_.de)) {
+    for (const Assignment& as : schedule_de(queue, group_loads, params_.de, engine_nodes)) {
       const int de = index[static_cast<size_t>(as.engine)];
       Pending p = std::move(de_private_pending_[gi].front());
       de_private_pending_[gi].pop_front();

@@ -71,6 +71,12 @@ struct ClusterSchedulerParams {
   // splits any hit of two blocks or more.
   int64_t block_tokens = 64;
   int64_t split_min_tokens = 1024;
+  // Read or recompute (issue 35): a request whose path is the policy's, with nothing in a DE's
+  // DRAM, is recomputed instead of read when its SchedRequest::recompute_extra_s is below the
+  // estimated read time on the chosen side: (that node's read queue + the hit) / read_tokens_per_s
+  // (a split: both queues over both NICs). Off by default (the paper reads every hit).
+  bool recompute_auto = false;
+  double read_tokens_per_s = 0;  // one node's usable storage read rate, in tokens of KV
 };
 
 // A request to place. Its tokens: prompt (PE load, len_r), prompt + generation (DE load).
@@ -84,6 +90,14 @@ struct SchedRequest {
   // Its prefill work in GPU seconds, estimated by the caller's cost model (PePolicy::kTail ranks
   // engines by it); 0: its prompt tokens stand in.
   double pe_work_s = 0;
+  // The DE DRAM tier (issue 35): the decode node whose DRAM holds this session's KV (-1: none)
+  // and how many of the hit's leading tokens it holds. Placed on that node, those tokens are
+  // pushed to the PE from its DRAM and only the rest is read from storage.
+  int dram_node = -1;
+  int64_t dram_tokens = 0;
+  // The GPU seconds that computing the hit instead of loading it adds to the prefill (the
+  // caller's cost model; 0: never recompute). recompute_auto's input.
+  double recompute_extra_s = 0;
   double pe_work() const { return pe_work_s > 0 ? pe_work_s : static_cast<double>(prompt_tokens); }
 };
 
@@ -103,6 +117,9 @@ struct Placement {
   // ledger until read_finished(node, part).
   int64_t pe_read_tokens = 0;
   int64_t de_read_tokens = 0;
+  // The hit's leading tokens the DE pushes from its node's DRAM (the DE DRAM tier; no storage
+  // read); the reads above cover the hit after them. With them the path is kDe (or kSplit).
+  int64_t dram_tokens = 0;
 };
 
 struct FetchResult {
@@ -154,6 +171,10 @@ class ClusterScheduler {
   int pe_local(int pe) const { return pe % shape_.pe_engines_per_node; }
   int de_local(int de) const { return de % shape_.de_engines_per_node; }
   int pe_group_of(int pe) const { return pes_[static_cast<size_t>(pe)].group; }
+  // The DE group of a decode node (global node number).
+  int de_group_of_node(int node) const {
+    return des_[static_cast<size_t>((node - shape_.prefill_nodes) * shape_.de_engines_per_node)].group;
+  }
   int pe_groups() const { return static_cast<int>(pe_groups_.size()); }
   // The first PE engine of a group and how many it has.
   int pe_group_first(int group) const { return pe_groups_[static_cast<size_t>(group)].first; }
@@ -268,6 +289,7 @@ class ClusterScheduler {
     std::vector<uint8_t> full;
     std::vector<DeEngineLoad> de_loads;
     std::vector<int> de_index;
+    std::vector<int> de_nodes;
   } scratch_;
   RoundRobin rr_pe_, rr_de_, rr_path_;
   uint32_t rotation_ = 0;

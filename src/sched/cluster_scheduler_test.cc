@@ -2,6 +2,8 @@
 // how its ledger and liveness steer the next decisions.
 #include "sched/cluster_scheduler.h"
 
+#include "sched/turn_plan.h"
+
 #include <gtest/gtest.h>
 
 namespace dualpath::sched {
@@ -91,6 +93,67 @@ TEST(ClusterScheduler, AFixedPathIsKeptAndRecomputeReadsNothing) {
   EXPECT_EQ(p.path, ReadPath::kRecompute);
   EXPECT_EQ(p.read_tokens, 0);
   for (int n = 0; n < s.nodes(); ++n) EXPECT_EQ(s.read_queue(n), 0);
+}
+
+TEST(ClusterScheduler, AHitInADecodeNodesDramIsPushedFromThereWithNoStorageRead) {
+  // Nodes 0, 1 prefill; 2, 3 decode (one DE group each). The session's KV is in node 3's DRAM.
+  ClusterScheduler s(two_by_two(), paper());
+  SchedRequest r = req(1);
+  r.dram_node = 3;
+  r.dram_tokens = 90;
+  s.submit(r);
+  Placement p = s.fetch().placed.at(0);
+  EXPECT_EQ(s.de_node_of(p.de), 3);
+  EXPECT_EQ(p.path, ReadPath::kDe);
+  EXPECT_EQ(p.dram_tokens, 90);
+  EXPECT_EQ(p.read_tokens, 0);
+  for (int n = 0; n < s.nodes(); ++n) EXPECT_EQ(s.read_queue(n), 0);
+  const TurnPlan plan = plan_turn(r, p);
+  EXPECT_EQ(plan.de_dram, (ReadRange{0, 90}));
+  EXPECT_TRUE(plan.pe_read.empty() && plan.de_read.empty());
+  EXPECT_TRUE(plan.de_pushes_layers);
+  EXPECT_NE(to_string(plan).find("de_dram [0, 90)"), std::string::npos);
+
+  // Part of the hit in DRAM: the rest is read from storage after it.
+  SchedRequest q = req(2, 300, 256);
+  q.dram_node = 2;
+  q.dram_tokens = 128;
+  s.submit(q);
+  Placement pq = s.fetch().placed.at(0);
+  EXPECT_EQ(s.de_node_of(pq.de), 2);
+  EXPECT_EQ(pq.dram_tokens, 128);
+  EXPECT_EQ(pq.read_tokens, 128);
+  const TurnPlan plan_q = plan_turn(q, pq);
+  EXPECT_EQ(plan_q.de_dram, (ReadRange{0, 128}));
+  EXPECT_EQ(plan_q.pe_read.tokens() + plan_q.de_read.tokens(), 128);
+  EXPECT_EQ(std::max(plan_q.pe_read.end_tokens, plan_q.de_read.end_tokens), 256);
+}
+
+TEST(ClusterScheduler, AutoRecomputeWhenTheReadQueueMakesReadingSlower) {
+  ClusterSchedulerParams params = paper();
+  params.recompute_auto = true;
+  params.read_tokens_per_s = 1000;  // 90 tokens: 0.09 s on an idle node
+  ClusterScheduler s({.prefill_nodes = 1, .decode_nodes = 1}, params);
+  SchedRequest r = req(1);
+  r.recompute_extra_s = 0.5;
+  s.submit(r);
+  Placement p = s.fetch().placed.at(0);
+  EXPECT_EQ(p.path, ReadPath::kDe);  // idle: reading is sooner
+  EXPECT_EQ(p.read_tokens, 90);
+  // Both nodes now queue 2,000 tokens: 2 s behind them, recompute (0.5 s) wins and reads nothing.
+  s.set_reported_read_queue(0, 2000);
+  s.set_reported_read_queue(1, 2000);
+  r.id = 2;
+  s.submit(r);
+  p = s.fetch().placed.at(0);
+  EXPECT_EQ(p.path, ReadPath::kRecompute);
+  EXPECT_EQ(p.read_tokens, 0);
+  EXPECT_EQ(plan_turn(r, p).hit_tokens, 0);
+  // A request that fixed its path is not second-guessed.
+  r.id = 3;
+  r.path = ReadPath::kPe;
+  s.submit(r);
+  EXPECT_EQ(s.fetch().placed.at(0).path, ReadPath::kPe);
 }
 
 TEST(ClusterScheduler, SplitReadsChargeEachSidesPartToItsOwnNode) {

@@ -12,7 +12,8 @@ int pick_de_group(std::span<const int64_t> group_tok_sums) {
 }
 
 std::vector<Assignment> schedule_de(std::deque<RequestInfo>& queue,
-                                    std::vector<DeEngineLoad>& engines, const DeParams& params) {
+                                    std::vector<DeEngineLoad>& engines, const DeParams& params,
+                                    std::span<const int> engine_nodes) {
   std::vector<Assignment> assigned;
   if (engines.empty() || queue.empty()) return assigned;
 
@@ -47,6 +48,24 @@ std::vector<Assignment> schedule_de(std::deque<RequestInfo>& queue,
       }
     }
     int de = best_low >= 0 ? best_low : best_high;
+    if (r.affinity_node >= 0 && engine_nodes.size() == engines.size()) {
+      // The node holding its hit, if one of its engines can take it within the affinity bound
+      // (the fewest requests among them).
+      int best_aff = -1;
+      double now_sum = 0;  // the loads as this fetch has updated them
+      for (const DeEngineLoad& l : engines) now_sum += static_cast<double>(l.tok);
+      const double mean = now_sum / static_cast<double>(engines.size());
+      const auto rt = static_cast<double>(r.tokens);
+      for (int e = 0; e < static_cast<int>(engines.size()); ++e) {
+        const DeEngineLoad& load = engines[static_cast<size_t>(e)];
+        if (engine_nodes[static_cast<size_t>(e)] != r.affinity_node) continue;
+        if (load.free_hbm_bytes < r.hbm_need_bytes) continue;
+        if (static_cast<double>(load.tok + r.tokens) > params.affinity_factor * (mean + rt))
+          continue;
+        if (best_aff < 0 || load.seq < engines[static_cast<size_t>(best_aff)].seq) best_aff = e;
+      }
+      if (best_aff >= 0) de = best_aff;
+    }
     if (de < 0) break;  // no engine has HBM for the head: end the fetch (head-of-line, as paper)
     DeEngineLoad& load = engines[static_cast<size_t>(de)];
     load.tok += r.tokens;
@@ -56,6 +75,25 @@ std::vector<Assignment> schedule_de(std::deque<RequestInfo>& queue,
     queue.pop_front();
   }
   return assigned;
+}
+
+int pick_de_group_with_affinity(std::span<const int64_t> group_tok_sums, int affinity_group,
+                                int64_t tokens, double affinity_factor, int64_t dead_sum) {
+  const int least = pick_de_group(group_tok_sums);
+  if (affinity_group < 0 || affinity_group >= static_cast<int>(group_tok_sums.size()) ||
+      affinity_group == least || group_tok_sums[static_cast<size_t>(affinity_group)] >= dead_sum)
+    return least;
+  double total = 0;
+  int live = 0;
+  for (int64_t s : group_tok_sums) {
+    if (s >= dead_sum) continue;
+    total += static_cast<double>(s);
+    ++live;
+  }
+  if (live == 0) return least;
+  const double t = static_cast<double>(tokens);
+  const double mine = static_cast<double>(group_tok_sums[static_cast<size_t>(affinity_group)]) + t;
+  return mine <= affinity_factor * (total / live + t) ? affinity_group : least;
 }
 
 }  // namespace dualpath::sched

@@ -37,6 +37,13 @@ struct ReadSplit {
 ReadSplit split_read(int64_t hit_tokens, int64_t block_tokens, int64_t pe_node_read_q_tokens,
                      int64_t de_node_read_q_tokens, int64_t min_part_tokens);
 
+// Read or recompute (issue 35): recompute a hit when computing it adds less prefill time than
+// reading it would take, queue included (both in seconds, the caller's estimates). A tie reads:
+// reading leaves the PE's compute to other requests.
+inline bool choose_recompute(double recompute_extra_s, double read_s) {
+  return recompute_extra_s > 0 && recompute_extra_s < read_s;
+}
+
 // Round robin over n choices (the baseline engine assignment). Thread-compatible.
 class RoundRobin {
  public:

@@ -119,6 +119,63 @@ TEST(DeScheduler, EndsTheFetchWhenNoEngineHasHbmForTheHead) {
   EXPECT_NE(a[0].engine, a[1].engine);
 }
 
+TEST(DeScheduler, AffinityTakesTheHoldingNodeWhileItStaysNearItsShare) {
+  // Engines 0, 1 on node 7, engines 2, 3 on node 8. The request's hit sits in node 8's DRAM.
+  const std::vector<int> nodes = {7, 7, 8, 8};
+  std::vector<DeEngineLoad> engines = {{1, 1000, 100.0}, {1, 1000, 100.0}, {5, 2000, 100.0},
+                                       {6, 2100, 100.0}};
+  auto q = requests({100});
+  q.front().affinity_node = 8;
+  // The mean engine holds 6100 / 4 = 1525; engine 2 would hold 2100 > 1.25 x (1525 + 100): too
+  // hot, so the usual rule picks engine 0 (fewest requests under Z) and the hit is read from
+  // storage.
+  auto a = schedule_de(q, engines, {}, nodes);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].engine, 0);
+  // Node 8 near its share: it takes the request (engine 2, the fewer requests of its two)
+  // although the usual rule would give it to engine 0: 1100 + 100 <= 1.25 x (1050 + 100).
+  engines = {{1, 1000, 100.0}, {1, 1000, 100.0}, {5, 1100, 100.0}, {6, 1100, 100.0}};
+  q = requests({100});
+  auto plain = schedule_de(q, engines, {}, nodes);
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].engine, 0);
+  engines = {{1, 1000, 100.0}, {1, 1000, 100.0}, {5, 1100, 100.0}, {6, 1100, 100.0}};
+  q = requests({100});
+  q.front().affinity_node = 8;
+  a = schedule_de(q, engines, {}, nodes);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].engine, 2);
+  // No HBM on node 8: the usual rule.
+  engines = {{1, 1000, 100.0}, {1, 1000, 100.0}, {5, 1100, 0.5}, {6, 1100, 0.5}};
+  q = requests({100});
+  q.front().affinity_node = 8;
+  a = schedule_de(q, engines, {}, nodes);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].engine, 0);
+}
+
+TEST(DeScheduler, PhaseOneAffinityKeepsTheHoldingGroupWithinItsFactor) {
+  const int64_t dead = int64_t{1} << 60;
+  std::vector<int64_t> sums = {100, 120, 90};
+  // Group 1 with the request: 220 <= 1.25 x (103.3 + 100).
+  EXPECT_EQ(pick_de_group_with_affinity(sums, 1, 100, 1.25, dead), 1);
+  // A hot group: 400 > 1.25 x (163.3 + 100): the least loaded.
+  sums = {100, 300, 90};
+  EXPECT_EQ(pick_de_group_with_affinity(sums, 1, 100, 1.25, dead), 2);
+  // An idle cluster keeps the affinity.
+  EXPECT_EQ(pick_de_group_with_affinity(std::vector<int64_t>{0, 0}, 1, 100, 1.25, dead), 1);
+  sums = {100, dead, 90};  // a dead group is never chosen
+  EXPECT_EQ(pick_de_group_with_affinity(sums, 1, 10, 1.25, dead), 2);
+  EXPECT_EQ(pick_de_group_with_affinity(sums, -1, 10, 1.25, dead), 2);
+}
+
+TEST(PathChoice, RecomputesOnlyWhenComputingTheHitIsSooner) {
+  EXPECT_TRUE(choose_recompute(0.5, 2.0));
+  EXPECT_FALSE(choose_recompute(2.0, 0.5));
+  EXPECT_FALSE(choose_recompute(1.0, 1.0));  // a tie reads
+  EXPECT_FALSE(choose_recompute(0.0, 5.0));  // no price: never
+}
+
 TEST(PathChoice, PicksDecodeSideWhenItsReadQueueIsShorter) {
   EXPECT_EQ(choose_read_path(1000, 10), ReadPath::kDe);
   EXPECT_EQ(choose_read_path(10, 1000), ReadPath::kPe);

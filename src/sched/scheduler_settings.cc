@@ -145,6 +145,8 @@ ClusterSchedulerParams make_cluster_scheduler_params(const SchedulerSettings& s,
   p.de_group_hbm_bytes = in.de_group_hbm_bytes;
   p.block_tokens = in.block_tokens;
   p.split_min_tokens = s.split_min_tokens;
+  p.recompute_auto = in.recompute_auto && in.snic_bytes_per_s > 0;
+  p.read_tokens_per_s = in.snic_bytes_per_s / in.kv_bytes_per_token;
   return p;
 }
 

@@ -98,6 +98,8 @@ struct SchedulerInputs {
   double de_hbm_bytes = 0;                   // KV budget of one DE engine's HBM
   std::vector<double> de_group_hbm_bytes{};  // per DE group, when they differ
   int64_t block_tokens = 64;
+  // Read or recompute ([cache] recompute = auto; issue 35): priced at snic_bytes_per_s.
+  bool recompute_auto = false;
 };
 
 // The one derivation of a ClusterScheduler's parameters from the settings and the inputs.

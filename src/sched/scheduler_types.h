@@ -16,6 +16,9 @@ struct RequestInfo {
   int64_t tokens = 0;
   double hbm_need_bytes = 0;  // DE HBM this request needs at decode start (prompt + generation)
   double work = 0;            // its prefill work (PePolicy::kTail's load unit; see PeEngineLoad)
+  // The node whose DRAM holds its hit (issue 35's DE DRAM tier), -1: none. Phase 2 prefers that
+  // node's engines while they stay within DeParams::affinity_factor of the balanced load.
+  int affinity_node = -1;
 };
 
 struct Assignment {

@@ -36,6 +36,12 @@ SchedRequest make_sched_request(const TurnInputs& t,
   r.path = t.path;
   r.pe_work_s = cost != nullptr ? prefill_work_s(*cost, r.hit_tokens, r.prompt_tokens - r.hit_tokens)
                                 : t.pe_work_s;
+  if (cost != nullptr && r.hit_tokens > 0)
+    r.recompute_extra_s = prefill_work_s(*cost, 0, r.prompt_tokens) - r.pe_work_s;
+  if (t.dram_node >= 0 && t.dram_tokens > 0 && r.hit_tokens > 0) {
+    r.dram_node = t.dram_node;
+    r.dram_tokens = std::min(t.dram_tokens, r.hit_tokens);
+  }
   return r;
 }
 
@@ -50,11 +56,15 @@ TurnPlan plan_turn(const SchedRequest& r, const Placement& p) {
   plan.hbm_need_bytes = r.hbm_need_bytes;
   plan.no_io = p.path == ReadPath::kOracle;
   plan.hit_tokens = p.path == ReadPath::kRecompute ? 0 : r.hit_tokens;
-  // The PE side reads the leading part, the DE side the rest (ClusterScheduler::complete).
-  plan.pe_read = {0, p.pe_read_tokens};
-  plan.de_read = {p.pe_read_tokens, p.pe_read_tokens + p.de_read_tokens};
+  // The DE's DRAM holds the leading part, then the PE side reads, then the DE side
+  // (ClusterScheduler::complete).
+  const int64_t d = p.dram_tokens;
+  if (d > 0) plan.de_dram = {0, d};
+  plan.pe_read = {d, d + p.pe_read_tokens};
+  if (plan.pe_read.empty()) plan.pe_read = {};
+  plan.de_read = {d + p.pe_read_tokens, d + p.pe_read_tokens + p.de_read_tokens};
   if (plan.de_read.empty()) plan.de_read = {};
-  plan.de_pushes_layers = !plan.de_read.empty();
+  plan.de_pushes_layers = !plan.de_read.empty() || d > 0;
   return plan;
 }
 
@@ -64,7 +74,10 @@ std::string to_string(const TurnPlan& p) {
       "push {} no_io {} hbm {}",
       p.request_id, p.pe, p.de, read_path_name(p.path), p.prompt_tokens, p.gen_tokens,
       p.hit_tokens, p.pe_read.begin_tokens, p.pe_read.end_tokens, p.de_read.begin_tokens,
-      p.de_read.end_tokens, p.de_pushes_layers, p.no_io, p.hbm_need_bytes);
+      p.de_read.end_tokens, p.de_pushes_layers, p.no_io, p.hbm_need_bytes) +
+         (p.de_dram.empty() ? std::string()
+                            : fmt::format(" de_dram [{}, {})", p.de_dram.begin_tokens,
+                                          p.de_dram.end_tokens));
 }
 
 }  // namespace dualpath::sched

@@ -39,6 +39,10 @@ struct TurnInputs {
   int64_t cached_tokens = 0;
   PathRequest path;       // a fixed read path, or nullopt: the policy's choice
   double pe_work_s = 0;   // its prefill work priced by the caller's cost model (PePolicy::kTail)
+  // The DE DRAM tier (issue 35): the decode node holding the session's KV in DRAM and how many
+  // leading tokens of it (-1, 0: none).
+  int dram_node = -1;
+  int64_t dram_tokens = 0;
 };
 
 // The sizes the request's needs are priced with.
@@ -50,7 +54,8 @@ struct TurnCosts {
 
 // The scheduler's request for an arriving turn. A forced recompute loads nothing. With a cost
 // model, its prefill work (SchedRequest::pe_work_s, PePolicy::kTail's unit) is priced by
-// prefill_work_s over its hit and new tokens; without one, turn.pe_work_s stands.
+// prefill_work_s over its hit and new tokens, and recompute_extra_s by what computing the hit
+// too would add; without one, turn.pe_work_s stands and it is never recomputed.
 SchedRequest make_sched_request(const TurnInputs& turn,
                                 const TurnCosts& costs,
                                 const model::CostModel* cost = nullptr);
@@ -76,7 +81,11 @@ struct TurnPlan {
   int64_t hit_tokens = 0;
   ReadRange pe_read;  // read from storage by the PE node into its buffer
   ReadRange de_read;  // read by the DE node into its buffer (pe_read ends where it begins)
-  // The DE node forwards de_read's KV to the PE, layer by layer (the DE path, a split read).
+  // Pushed by the DE node from its DRAM tier, no storage read (the hit's leading tokens; the
+  // reads above start where it ends).
+  ReadRange de_dram;
+  // The DE node forwards de_read's and de_dram's KV to the PE, layer by layer (the DE path, a
+  // split read, the DRAM tier).
   bool de_pushes_layers = false;
   bool no_io = false;  // the oracle: no storage read, no H2D, no PD transfer, nothing persisted
   double hbm_need_bytes = 0;  // DE HBM reserved at decode start

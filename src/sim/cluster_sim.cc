@@ -63,6 +63,9 @@ struct Req {
   // The hit as the scheduler split it between the sides (sched::Placement): the PE node reads
   // pe_hit tokens into its buffer, the DE node de_hit into its own; reads_left parts unfinished.
   int64_t pe_hit = 0, de_hit = 0;
+  // The DE DRAM tier's part of the hit (pushed from the DE node's DRAM, no storage read), and a
+  // hit the scheduler chose to recompute (hit is then 0; the store still holds these tokens).
+  int64_t dram_hit = 0, recomputed_hit = 0;
   double pe_work = 0;  // what the scheduler counted into its PE's load (SchedRequest::pe_work)
   int reads_left = 0;
   uint32_t pe = kNone, de = kNone;
@@ -80,6 +83,7 @@ struct Req {
 struct FirstToken {
   double t;
   float ttft, scheduler_queue, read_queue, engine_queue, hbm_wait, buffer_wait, read, prefill;
+  bool hit;  // the turn had a cached prefix (read, from a DE's DRAM, or recomputed)
 };
 
 // A latency sample at time t (TTST at the second token, TPOT at the turn's end).
@@ -329,6 +333,8 @@ class ClusterSim {
 
   // Online (cfg_.online.enabled() or a timestamped trace).
   bool online_ = false, trace_ = false, stopped_ = false;
+  bool slo_hit_only_ = false;
+  bool recompute_always_ = false;  // cfg_.recompute == "always"  // cfg_.online.slo_turns == "hit"
   std::string stop_reason_;
   OnlineStopRule stop_rule_;
   struct Gauge {
@@ -391,6 +397,32 @@ class ClusterSim {
   double last_change_ = -1;  // when the last change ended; -1: none yet
   std::vector<RoleChange> role_changes_, ep_regroups_;
   std::vector<PdPoint> pd_points_;
+  // The DE DRAM tier (cfg_.de_dram_bytes > 0): per agent, the decode node whose DRAM holds its
+  // session's KV, in a per-node list ordered by when it was stored (the head expires and is
+  // evicted first: one TTL for all, so storage order is expiry order).
+  struct TierEntry {
+    uint32_t node = kNone;
+    uint32_t prev = kNone, next = kNone;
+    int64_t tokens = 0;
+    double expire = 0;
+    bool pinned = false;  // a placed turn's PE is pulling it
+  };
+  struct TierNode {
+    uint32_t head = kNone, tail = kNone;
+    double used = 0;
+  };
+  bool tier_on() const { return cfg_.de_dram_bytes > 0; }
+  void tier_remove(uint32_t a);
+  void tier_store(uint32_t a, uint32_t node, int64_t tokens);
+  void tier_account();  // integrates the tier's use up to now_
+  std::vector<TierEntry> tier_;
+  std::vector<TierNode> tier_nodes_;
+  double tier_used_ = 0, tier_peak_ = 0, tier_used_integral_ = 0, tier_accounted_at_ = 0;
+  int64_t tier_hits_ = 0, tier_misplaced_ = 0, tier_expired_ = 0, tier_evicted_ = 0,
+          tier_stored_ = 0;
+  // Where each turn's hit came from (SimResult::hit_source_tokens).
+  double src_dram_ = 0, src_pe_storage_ = 0, src_de_storage_ = 0, src_recompute_ = 0;
+  int64_t recompute_turns_ = 0;
   // try_start_pass's per-engine lists, reused (a pass would otherwise allocate per engine).
   std::vector<model::PrefillWork> scratch_ready_;
   std::vector<uint32_t> scratch_ready_agents_;
@@ -482,6 +514,7 @@ void ClusterSim::build() {
   in.de_hbm_bytes = de_hbm_budget_;
   in.de_group_hbm_bytes = de_budgets;
   in.block_tokens = cfg_.block_tokens;
+  in.recompute_auto = cfg_.recompute_auto();
   const sched::ClusterSchedulerParams sp = sched::make_cluster_scheduler_params(cfg_.scheduler, in);
   pe_params_ = sp.pe;
 
@@ -532,6 +565,12 @@ void ClusterSim::build() {
       if (b >= stored_block_.size()) stored_block_.resize(static_cast<size_t>(b) + 1, false);
   }
   online_ = trace_ || cfg_.online.enabled();
+  slo_hit_only_ = cfg_.online.slo_turns == "hit";
+  recompute_always_ = cfg_.recompute == "always";
+  if (tier_on()) {
+    tier_.assign(agents_.size(), TierEntry{});
+    tier_nodes_.assign(nodes_.size(), TierNode{});
+  }
   if (online_) events_.push(cfg_.online.check_interval_s, kCheck, 0);
   agents_left_ = static_cast<int>(agents_.size());
   for (uint32_t a = 0; a < agents_.size(); ++a) {
@@ -550,6 +589,59 @@ void ClusterSim::build() {
     tpot_.reserve(n);
     turn_time_.reserve(n);
   }
+}
+
+void ClusterSim::tier_account() {
+  tier_used_integral_ += tier_used_ * (now_ - tier_accounted_at_);
+  tier_accounted_at_ = now_;
+}
+
+void ClusterSim::tier_remove(uint32_t a) {
+  TierEntry& e = tier_[a];
+  TierNode& n = tier_nodes_[e.node];
+  (e.prev != kNone ? tier_[e.prev].next : n.head) = e.next;
+  (e.next != kNone ? tier_[e.next].prev : n.tail) = e.prev;
+  const double bytes = kv_bytes(e.tokens);
+  tier_account();
+  n.used -= bytes;
+  tier_used_ -= bytes;
+  e = TierEntry{};
+}
+
+// Keeps `tokens` of agent a's KV in `node`'s DRAM tier (replacing what it kept before, here or
+// elsewhere): expired entries go first, then the least recently stored that no placed turn is
+// pulling. A session larger than the whole tier is not kept.
+void ClusterSim::tier_store(uint32_t a, uint32_t node, int64_t tokens) {
+  if (tier_[a].node != kNone) {
+    if (tier_[a].pinned) return;  // its next turn is placed already (no think time): keep it
+    tier_remove(a);
+  }
+  const double bytes = kv_bytes(tokens);
+  const double cap = cfg_.de_dram_bytes;
+  if (bytes > cap || tokens <= 0) return;
+  TierNode& n = tier_nodes_[node];
+  for (uint32_t v = n.head; v != kNone && n.used + bytes > cap;) {
+    const uint32_t next = tier_[v].next;
+    if (!tier_[v].pinned) {
+      (now_ > tier_[v].expire ? tier_expired_ : tier_evicted_) += 1;
+      tier_remove(v);
+    }
+    v = next;
+  }
+  if (n.used + bytes > cap) return;  // the rest is pinned
+  TierEntry& e = tier_[a];
+  e.node = node;
+  e.tokens = tokens;
+  e.expire = now_ + cfg_.de_dram_ttl_s;
+  e.prev = n.tail;
+  e.next = kNone;
+  (n.tail != kNone ? tier_[n.tail].next : n.head) = a;
+  n.tail = a;
+  tier_account();
+  n.used += bytes;
+  tier_used_ += bytes;
+  tier_peak_ = std::max(tier_peak_, tier_used_);
+  ++tier_stored_;
 }
 
 void ClusterSim::on_arrive(uint32_t a) {
@@ -581,6 +673,18 @@ void ClusterSim::on_arrive(uint32_t a) {
   in.prompt_tokens = r.prompt;
   in.gen_tokens = r.gen;
   in.cached_tokens = cached;
+  if (recompute_always_) in.path = ReadPath::kRecompute;
+  if (tier_on() && !r.addressed) {
+    TierEntry& te = tier_[a];
+    if (te.node != kNone && now_ > te.expire) {
+      ++tier_expired_;
+      tier_remove(a);
+    }
+    if (te.node != kNone) {
+      in.dram_node = static_cast<int>(te.node);
+      in.dram_tokens = te.tokens;
+    }
+  }
   const sched::TurnCosts costs{cfg_.block_tokens,
                                static_cast<double>(cfg_.model.stored_bytes_per_token()),
                                de_hbm_budget_};
@@ -589,6 +693,14 @@ void ClusterSim::on_arrive(uint32_t a) {
   sched::SchedRequest& request = requests_[a];
   request = sched::make_sched_request(in, costs, &cost_);
   r.hit = request.hit_tokens;
+  r.dram_hit = r.recomputed_hit = 0;
+  if (in.path == ReadPath::kRecompute) {
+    // Forced: the store holds the prefix, the prefill computes it.
+    r.recomputed_hit = sched::plan_hit_tokens(cached, r.prompt, cfg_.block_tokens);
+    src_recompute_ += static_cast<double>(r.recomputed_hit);
+    recompute_turns_ += r.recomputed_hit > 0 ? 1 : 0;
+    hit_tokens_ += static_cast<double>(r.recomputed_hit);
+  }
   r.new_left = r.prompt - r.hit;
   r.cached = r.hit;
   r.hbm_need = request.hbm_need_bytes;
@@ -716,6 +828,31 @@ void ClusterSim::after_assigned(uint32_t a, const sched::Placement& p) {
   if (opt_.on_plan) opt_.on_plan(plan);
   r.pe_hit = plan.pe_read.tokens();
   r.de_hit = plan.de_read.tokens();
+  r.dram_hit = plan.de_dram.tokens();
+  src_pe_storage_ += static_cast<double>(r.pe_hit);
+  src_de_storage_ += static_cast<double>(r.de_hit);
+  if (tier_on() && tier_[a].node != kNone) {
+    if (r.dram_hit > 0) {
+      ++tier_hits_;
+      src_dram_ += static_cast<double>(r.dram_hit);
+      tier_[a].pinned = true;
+    } else {
+      ++tier_misplaced_;  // placed on another node: read from storage
+    }
+  }
+  if (r.path == ReadPath::kRecompute && r.hit > 0) {
+    // The scheduler found computing the hit sooner than reading it: nothing is read, and the
+    // PE's queued entry now has every prompt token to compute.
+    ++recompute_turns_;
+    src_recompute_ += static_cast<double>(r.hit);
+    r.recomputed_hit = r.hit;
+    r.hit = 0;
+    r.cached = 0;
+    r.new_left = r.prompt;
+    PeEngine::Queued& q = pes_[r.pe].find(a);
+    q.cached = 0;
+    q.new_left = r.prompt;
+  }
   (r.path == ReadPath::kSplit ? split_path_ : r.path == ReadPath::kPe ? pe_path_ : de_path_) += 1;
   if (r.path == ReadPath::kSplit) {
     split_bytes_pe_ += pe_hit_bytes(r);
@@ -916,7 +1053,7 @@ void ClusterSim::on_pass_done(uint32_t gi) {
       if (!oracle()) {
         if (!r.streamed_hit) {
           hops_.pe_h2d += pe_hit_bytes(r);
-          hops_.de_to_pe += de_hit_bytes(r);
+          hops_.de_to_pe += de_hit_bytes(r) + kv_bytes(r.dram_hit);
           if (layerwise()) hops_.pd_transfer += pe_hit_bytes(r);
         }
         if (layerwise()) hops_.pd_transfer += kv_bytes(it.new_tokens);
@@ -943,6 +1080,7 @@ void ClusterSim::prefill_finished(uint32_t a) {
   count_open(pes_[r.pe].node, -1);
   r.t_first = now_;  // the PE samples the first token at the end of the last layer
   record_first_token(r);
+  if (r.dram_hit > 0) tier_[a].pinned = false;  // the PE has every layer of it
   if (!oracle() && r.pe_hit > 0) {
     Node& nd = nodes_[pe_node_of(r.pe)];
     nd.buffer_used -= pe_hit_bytes(r);
@@ -1051,12 +1189,22 @@ void ClusterSim::finish_turn(uint32_t a) {
   // node's storage NIC; the next turn's hit is exactly the blocks stored so far.
   const int64_t block = cfg_.block_tokens;
   if (!r.addressed) {
-    int64_t new_blocks = (r.prompt + r.gen) / block - r.hit / block;
+    int64_t new_blocks = (r.prompt + r.gen) / block - (r.hit + r.recomputed_hit) / block;
     if (!oracle() && new_blocks > 0) write_bytes(de_node_of(r.de), kv_bytes(new_blocks * block));
     // The agent's KV in the store is now its whole context, read again by its next turn.
     const int64_t kv = (r.prompt + r.gen) / block * block;
     live_kv_tokens_ += static_cast<double>(kv - r.kv_tokens);
     r.kv_tokens = kv;
+    // The DE DRAM tier: the session's KV passed through its DE node's DRAM on its way to
+    // storage; the node keeps it for the next turn (a last turn's is dropped: the session
+    // ended).
+    if (tier_on()) {
+      if (static_cast<uint32_t>(r.turn + 1) < r.nturns) {
+        tier_store(a, de_node_of(r.de), kv);
+      } else if (tier_[a].node != kNone) {
+        tier_remove(a);
+      }
+    }
   } else {
     // Content-addressed: the prompt's full blocks not stored yet (another request may have
     // stored some of them meanwhile). Generated tokens have no ids in the trace: no later
@@ -1102,15 +1250,25 @@ void ClusterSim::record_first_token(const Req& r) {
       now_, static_cast<float>(r.t_first - r.t_arrive), static_cast<float>(r.t_pe - r.t_arrive),
       static_cast<float>(read_start - r.t_admitted), static_cast<float>(r.t_pass - r.t_read_done),
       static_cast<float>(r.t_assigned - r.t_pe), static_cast<float>(r.t_admitted - r.t_assigned),
-      static_cast<float>(r.t_read_done - read_start), static_cast<float>(r.t_first - r.t_pass)});
-  // The stop rule sees the TTFT as stored (a float), as the report does.
-  if (online_ && !trace_) stop_rule_.add(now_, first_tokens_.back().ttft);
+      static_cast<float>(r.t_read_done - read_start), static_cast<float>(r.t_first - r.t_pass),
+      r.hit + r.recomputed_hit > 0});
+  // The stop rule sees the TTFT as stored (a float), as the report does; with slo_turns "hit",
+  // only the turns that had a cached prefix.
+  if (online_ && !trace_ && (!slo_hit_only_ || first_tokens_.back().hit))
+    stop_rule_.add(now_, first_tokens_.back().ttft);
 }
 
 // Online: every check_interval_s, sample the working set and apply the stop rule of PAPER.md §9
 // (OnlineConfig). A timestamped trace runs to its end (or the duration cap) instead.
 void ClusterSim::on_check() {
   const OnlineConfig& o = cfg_.online;
+  // The tier's expired sessions leave it (their DRAM is free for others).
+  for (TierNode& n : tier_nodes_) {
+    while (n.head != kNone && !tier_[n.head].pinned && now_ > tier_[n.head].expire) {
+      ++tier_expired_;
+      tier_remove(n.head);
+    }
+  }
   gauges_.push_back({now_, live_kv_tokens_, static_cast<int>(agents_arrived_ - agents_finished_)});
   const std::string_view stop = stop_rule_.check(now_, !trace_);
   if (!stop.empty()) {
@@ -1433,6 +1591,16 @@ void ClusterSim::collect_latencies(SimResult& res) const {
   for (const FirstToken& f : first_tokens_)
     if (f.t > from) ttft.push_back(f.ttft);
   res.ttft = summarize(std::move(ttft));
+  {
+    // Turns with a cached prefix, and the rest (a session's first turn, all prefill).
+    std::vector<double> hit, first;
+    for (const FirstToken& f : first_tokens_) {
+      if (f.t <= from) continue;
+      (f.hit ? hit : first).push_back(f.ttft);
+    }
+    res.ttft_hit = summarize(std::move(hit));
+    res.ttft_first = summarize(std::move(first));
+  }
   // The mean breakdown of every reported request, and of the tail: those at or above the p99.
   auto breakdown = [&](double min_ttft) {
     TtftBreakdown b;
@@ -1481,8 +1649,10 @@ void ClusterSim::collect_latencies(SimResult& res) const {
   res.slo_ttft_s = o.slo_ttft_s;
   res.slo_tpot_s = o.slo_tpot_s;
   res.stop_reason = stopped_ ? stop_reason_ : (trace_ ? "trace_end" : "all_done");
-  res.slo_met = res.ttft.count > 0 && sim::slo_met(o, res.stop_reason, res.ttft.get(o.slo_statistic),
-                                                   res.tpot.get(o.slo_statistic));
+  res.slo_turns = o.slo_turns;
+  const LatencyStats& judged = o.slo_turns == "hit" ? res.ttft_hit : res.ttft;
+  res.slo_met = judged.count > 0 && sim::slo_met(o, res.stop_reason, judged.get(o.slo_statistic),
+                                                 res.tpot.get(o.slo_statistic));
   res.agents_arrived = agents_arrived_;
   res.agents_finished = agents_finished_;
   res.finished_agent_time_mean_s =
@@ -1538,6 +1708,22 @@ SimResult ClusterSim::collect(double wall_s) {
   res.pe_path_turns = pe_path_;
   res.de_path_turns = de_path_;
   res.split_path_turns = split_path_;
+  res.hit_source_tokens = {src_dram_, src_pe_storage_, src_de_storage_, src_recompute_};
+  res.recompute_turns = recompute_turns_;
+  if (tier_on()) {
+    tier_account();
+    DramTierStats& t = res.dram_tier;
+    t.enabled = true;
+    t.bytes_per_node = cfg_.de_dram_bytes;
+    t.ttl_s = cfg_.de_dram_ttl_s;
+    t.peak_bytes = tier_peak_;
+    t.mean_bytes = now_ > 0 ? tier_used_integral_ / now_ : 0;
+    t.hits = tier_hits_;
+    t.misplaced = tier_misplaced_;
+    t.expired = tier_expired_;
+    t.evicted = tier_evicted_;
+    t.stored = tier_stored_;
+  }
   res.split_read_bytes_pe = split_bytes_pe_;
   res.split_read_bytes_de = split_bytes_de_;
   res.sim_events = events_.popped();

@@ -99,6 +99,22 @@ struct PdPoint {
   int prefill_nodes = 0, decode_nodes = 0, switching_nodes = 0;
 };
 
+// Where the turns' hits came from (issue 35), in tokens: a DE node's DRAM tier, storage read by
+// the PE node or the DE node, or recomputed (the scheduler found that sooner than reading).
+struct HitSources {
+  double de_dram = 0, pe_storage = 0, de_storage = 0, recompute = 0;
+};
+
+// The DE DRAM tier (SimConfig::de_dram_bytes): its use over the run, all decode nodes together.
+struct DramTierStats {
+  bool enabled = false;
+  double bytes_per_node = 0, ttl_s = 0;
+  double peak_bytes = 0, mean_bytes = 0;  // mean: over simulated time
+  // Turns served from it; turns whose session it held but that were placed on another node
+  // (read from storage); sessions that expired or were evicted for space; sessions stored.
+  int64_t hits = 0, misplaced = 0, expired = 0, evicted = 0, stored = 0;
+};
+
 struct SimResult {
   std::string mode, model, pd, dataset;
   int agents = 0;
@@ -111,6 +127,12 @@ struct SimResult {
   double tpot_p50_s = 0, tpot_p99_s = 0;
   // Over the reported requests: every turn offline, the last window online (OnlineConfig).
   LatencyStats ttft, ttst, tpot;
+  // The TTFT of the turns with a cached prefix and of those without (first turns), apart.
+  LatencyStats ttft_hit, ttft_first;
+  std::string slo_turns = "all";  // the turns the SLO judged (OnlineConfig::slo_turns)
+  HitSources hit_source_tokens;
+  int64_t recompute_turns = 0;
+  DramTierStats dram_tier;
   TtftBreakdown ttft_breakdown;
   // The same over the tail: the requests whose TTFT is at or above the p99 (where the tail of
   // PAPER.md §11's open problem comes from).

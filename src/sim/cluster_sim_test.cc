@@ -86,6 +86,70 @@ TEST(ClusterSim, SplitReadsReadEveryHitOnceWithBothSidesInOneRequest) {
   EXPECT_GT(j.at("split_read_bytes").at("de").get<double>(), 0);
 }
 
+// Every hit token comes from exactly one source: storage on one side, a DE's DRAM or recompute.
+void expect_hit_sources_add_up(const SimConfig& cfg, const SimResult& r) {
+  const HitSources& h = r.hit_source_tokens;
+  EXPECT_NEAR(h.de_dram + h.pe_storage + h.de_storage + h.recompute, r.hit_tokens, 0.5);
+  const double bpt = static_cast<double>(cfg.model.stored_bytes_per_token());
+  EXPECT_NEAR(r.storage_read_bytes, (h.pe_storage + h.de_storage) * bpt, 1.0);
+  // The DE pushes what it read and what its DRAM held.
+  EXPECT_NEAR(r.hops.de_to_pe, r.hops.storage_read_de + h.de_dram * bpt, 1.0);
+}
+
+TEST(ClusterSim, TheDramTierServesLaterTurnsWithoutStorageReads) {
+  SimConfig cfg = small(Mode::kFull);
+  auto agents = *build_agents(cfg);
+  const SimResult off = *simulate(cfg, agents);
+  EXPECT_EQ(off.hit_source_tokens.de_dram, 0);
+  EXPECT_FALSE(off.dram_tier.enabled);
+  expect_hit_sources_add_up(cfg, off);
+
+  cfg.de_dram_bytes = 400e9;
+  const SimResult on = *simulate(cfg, agents);
+  expect_hit_sources_add_up(cfg, on);
+  EXPECT_EQ(on.turns, off.turns);
+  EXPECT_EQ(on.hit_tokens, off.hit_tokens);
+  EXPECT_GT(on.dram_tier.hits, 0);
+  EXPECT_GT(on.hit_source_tokens.de_dram, 0.5 * on.hit_tokens);
+  EXPECT_LT(on.storage_read_bytes, 0.5 * off.storage_read_bytes);
+  EXPECT_LE(on.dram_tier.peak_bytes, 400e9 * cfg.decode_nodes);
+  // The same KV reaches the DE's HBM at decode start and is persisted alike.
+  EXPECT_NEAR(on.hops.de_h2d, off.hops.de_h2d, 1.0);
+  EXPECT_NEAR(on.storage_write_bytes, off.storage_write_bytes, 1.0);
+
+  // A tier too small for any session keeps nothing.
+  cfg.de_dram_bytes = 1e6;
+  const SimResult tiny = *simulate(cfg, agents);
+  EXPECT_EQ(tiny.dram_tier.hits, 0);
+  EXPECT_EQ(tiny.hit_source_tokens.de_dram, 0);
+  EXPECT_NEAR(tiny.storage_read_bytes, off.storage_read_bytes, 1.0);
+}
+
+TEST(ClusterSim, AutoRecomputeOnlyWhenReadingIsSlowerAndEveryHitHasOneSource) {
+  SimConfig cfg = small(Mode::kFull, 256);
+  auto agents = *build_agents(cfg);
+  cfg.recompute = "auto";
+  const SimResult fast = *simulate(cfg, agents);
+  expect_hit_sources_add_up(cfg, fast);
+  // A storage NIC a hundred times slower: reading 32K contexts behind a queue takes longer than
+  // computing them, so some hits are recomputed.
+  cfg.hw.snic_bytes_per_s /= 100;
+  const SimResult slow = *simulate(cfg, agents);
+  expect_hit_sources_add_up(cfg, slow);
+  EXPECT_GT(slow.recompute_turns, fast.recompute_turns);
+  EXPECT_GT(slow.hit_source_tokens.recompute, 0);
+  cfg.recompute = "never";
+  const SimResult never = *simulate(cfg, agents);
+  EXPECT_EQ(never.recompute_turns, 0);
+  EXPECT_LT(slow.jct_s, never.jct_s);
+  // Always: nothing is read, every hit is computed.
+  cfg.recompute = "always";
+  const SimResult always = *simulate(cfg, agents);
+  expect_hit_sources_add_up(cfg, always);
+  EXPECT_EQ(always.storage_read_bytes, 0);
+  EXPECT_NEAR(always.hit_source_tokens.recompute, never.hit_tokens, 0.5);
+}
+
 TEST(ClusterSim, BasicAndLayerwiseReadOnlyOnThePrefillSide) {
   for (Mode mode : {Mode::kBasic, Mode::kLayerwise}) {
     auto r = *run_experiment(small(mode));

@@ -217,6 +217,17 @@ Status SimConfig::validate() const {
           need_gpus, (need_gpus + hw.gpus_per_node - 1) / hw.gpus_per_node, role));
     }
   }
+  if (de_dram_bytes > 0 || recompute != "never") {
+    DP_RETURN_IF_ERROR(need(
+        scheduler.mode == Mode::kFull || scheduler.mode == Mode::kSplit,
+        fmt::format("cache.de_dram_gb (--dram-tier) and cache.recompute = {} (--recompute) need a read path the scheduler chooses with layerwise prefill; mode '{}' "
+                    "does not: use mode full or split",
+                    recompute, mode_name(scheduler.mode))));
+    DP_RETURN_IF_ERROR(need(!adaptive.enabled,
+                            "cache.de_dram_gb and cache.recompute are not modelled with "
+                            "adaptive P/D (a node changing role would drop its tier): turn one "
+                            "of them off"));
+  }
   if (adaptive.enabled) {
     DP_RETURN_IF_ERROR(need(uses_paper_scheduler(scheduler.mode),
                             fmt::format("adaptive P/D (adaptive.enabled, --adaptive-pd) needs the "
@@ -302,6 +313,15 @@ Status apply_config(Config& f, SimConfig& c) {
   o.steady_tolerance = f.positive_number("online.steady_tolerance", o.steady_tolerance);
   o.check_interval_s = f.positive_number("online.check_interval_s", o.check_interval_s, "seconds");
   o.time_scale = f.positive_number("online.time_scale", o.time_scale);
+  o.slo_turns = f.choice("online.slo_turns", o.slo_turns, {"all", "hit"});
+
+  c.de_dram_bytes = f.non_negative_number("cache.de_dram_gb", c.de_dram_bytes / 1e9,
+                                          "GB of DRAM per decode node kept for sessions' KV "
+                                          "(0: off)") * 1e9;
+  c.de_dram_ttl_s = f.positive_number("cache.de_dram_ttl_s", c.de_dram_ttl_s, "seconds");
+  {
+    c.recompute = f.choice("cache.recompute", c.recompute, {"never", "auto", "always"});
+  }
 
   AdaptivePdConfig& ad = c.adaptive;
   ad.enabled = f.boolean("adaptive.enabled", ad.enabled);

@@ -45,6 +45,11 @@ struct OnlineConfig {
   double steady_tolerance = 0.05;
   double check_interval_s = 10;  // how often the stop rule is evaluated (simulated seconds)
   double time_scale = 1.0;       // trace timestamps are multiplied by this (0.5 = twice the rate)
+  // The turns the SLO and the stop rule judge (issue 35): "all", or "hit" (turns with a cached
+  // prefix; a session's first turn, all prefill, is reported apart as ttft_first_s). WEKA's
+  // first turns carry up to 900k uncached tokens: under "all" they alone can break a 4 s SLO
+  // whatever the read path does.
+  std::string slo_turns = "all";
 
   bool enabled() const { return aps > 0; }
 };
@@ -98,6 +103,21 @@ struct SimConfig {
   int first_round_tokens = 64;  // the synthetic first round (PAPER.md §9)
   OnlineConfig online;
   AdaptivePdConfig adaptive;
+  // Beyond the paper, for agents (issue 35; docs/sched.md). Off by default: the paper's runs
+  // are unchanged.
+  //   de_dram_bytes: a DRAM tier per decode node. After a turn's decode its node keeps the
+  //   session's KV (prompt and reply, whole blocks) for de_dram_ttl_s, least recently stored
+  //   evicted first; the next turn placed there gets its hit from that DRAM, pushed to the PE
+  //   layer by layer, with no storage read (ClusterScheduler prefers that node within
+  //   DeParams::affinity_factor of its balanced load).
+  //   recompute: "never" reads every hit (the paper); "auto" recomputes a hit when the cost model
+  //   says that is sooner than reading it behind the chosen node's read queue
+  //   (ClusterSchedulerParams::recompute_auto); "always" recomputes every hit (the sweep's
+  //   baseline).
+  double de_dram_bytes = 0;
+  double de_dram_ttl_s = 480;  // vLLM's NIXL connector keeps decode blocks 480 s for the same reuse
+  std::string recompute = "never";
+  bool recompute_auto() const { return recompute == "auto"; }
 
   // Outputs.
   double timeseries_bucket_s = 10.0;

@@ -20,7 +20,11 @@ std::string_view OnlineStopRule::check(double now, bool apply_ttft_rules) {
   if (!apply_ttft_rules) return {};
   const double w = window_statistic(now - cfg_.window_s, now);
   history_.push_back(w);
-  if (!std::isnan(w) && w > cfg_.slo_ttft_s) return "ttft_slo";
+  // Judging hit turns only, the rule waits for one whole window: at the start every session is
+  // on its first turn, and the few hit turns of the first seconds (one agent's long append) would
+  // otherwise stop a run that can hold the SLO (WEKA: p50 16 s over one sample at 20 s).
+  const bool judged = cfg_.slo_turns != "hit" || now >= cfg_.window_s - 1e-9;
+  if (judged && !std::isnan(w) && w > cfg_.slo_ttft_s) return "ttft_slo";
   const auto back = static_cast<size_t>(std::llround(cfg_.lookback_s / cfg_.check_interval_s));
   if (now >= cfg_.lookback_s + cfg_.window_s && history_.size() > back) {
     const double past = history_[history_.size() - 1 - back];
