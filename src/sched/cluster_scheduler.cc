@@ -130,7 +130,12 @@ Placement ClusterScheduler::complete(const Pending& p, int de) {
     const double read_s = out.path == ReadPath::kPe   ? (qpe + h) / rate
                           : out.path == ReadPath::kDe ? (qde + h) / rate
                                                       : (qpe + qde + h) / (2 * rate);
-    if (choose_recompute(p.request.recompute_extra_s, read_s)) out.path = ReadPath::kRecompute;
+    // The work queued ahead of it on its PE (its own is in the engine's load since assignment).
+    const double pe_wait_s =
+        std::max(0.0, pes_[static_cast<size_t>(p.pe)].load.work - p.request.pe_work());
+    if (choose_recompute(params_.recompute_margin * p.request.recompute_extra_s,
+                         read_s, params_.recompute_margin * pe_wait_s))
+      out.path = ReadPath::kRecompute;
   }
   if (out.path == ReadPath::kSplit) {
     // A forced split splits any two blocks; the policy's only parts worth a second read.

@@ -72,11 +72,17 @@ struct ClusterSchedulerParams {
   int64_t block_tokens = 64;
   int64_t split_min_tokens = 1024;
   // Read or recompute (issue 35): a request whose path is the policy's, with nothing in a DE's
-  // DRAM, is recomputed instead of read when its SchedRequest::recompute_extra_s is below the
-  // estimated read time on the chosen side: (that node's read queue + the hit) / read_tokens_per_s
-  // (a split: both queues over both NICs). Off by default (the paper reads every hit).
+  // DRAM, is recomputed instead of read when choose_recompute says so: its
+  // SchedRequest::recompute_extra_s plus the prefill work queued ahead on its PE (PeEngineLoad::
+  // work; the cost model's seconds) below the estimated read time on the chosen side: (that
+  // node's read queue + the hit) / read_tokens_per_s (a split: both queues over both NICs). Off
+  // by default (the paper reads every hit).
   bool recompute_auto = false;
   double read_tokens_per_s = 0;  // one node's usable storage read rate, in tokens of KV
+  // Recompute only when the read takes this many times longer than the recompute would
+  // (extra work + PE wait): the cost model's prefill price leaves out per-pass costs and the delay
+  // the extra work causes the requests queued behind it.
+  double recompute_margin = 2.0;
 };
 
 // A request to place. Its tokens: prompt (PE load, len_r), prompt + generation (DE load).

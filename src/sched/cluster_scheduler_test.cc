@@ -136,6 +136,7 @@ TEST(ClusterScheduler, AutoRecomputeWhenTheReadQueueMakesReadingSlower) {
   ClusterScheduler s({.prefill_nodes = 1, .decode_nodes = 1}, params);
   SchedRequest r = req(1);
   r.recompute_extra_s = 0.5;
+  r.pe_work_s = 0.01;  // its own prefill work, in the cost model's seconds
   s.submit(r);
   Placement p = s.fetch().placed.at(0);
   EXPECT_EQ(p.path, ReadPath::kDe);  // idle: reading is sooner

@@ -37,11 +37,15 @@ struct ReadSplit {
 ReadSplit split_read(int64_t hit_tokens, int64_t block_tokens, int64_t pe_node_read_q_tokens,
                      int64_t de_node_read_q_tokens, int64_t min_part_tokens);
 
-// Read or recompute (issue 35): recompute a hit when computing it adds less prefill time than
-// reading it would take, queue included (both in seconds, the caller's estimates). A tie reads:
-// reading leaves the PE's compute to other requests.
-inline bool choose_recompute(double recompute_extra_s, double read_s) {
-  return recompute_extra_s > 0 && recompute_extra_s < read_s;
+// Read or recompute (issue 35). A read overlaps the request's wait in its PE's queue; computing
+// the hit adds to the prefill. So the first token comes at about max(read_s, pe_wait_s) + prefill
+// when reading and pe_wait_s + prefill + recompute_extra_s when recomputing: recompute when
+// recompute_extra_s + pe_wait_s < read_s (all in seconds, the caller's estimates: the read behind
+// its node's queue, the work queued ahead on the PE). A tie reads: it leaves the PE's compute to
+// other requests. A busy PE (long pe_wait_s) never recomputes, so moving reads onto compute
+// stops where compute becomes the bottleneck.
+inline bool choose_recompute(double recompute_extra_s, double read_s, double pe_wait_s = 0) {
+  return recompute_extra_s > 0 && recompute_extra_s + pe_wait_s < read_s;
 }
 
 // Round robin over n choices (the baseline engine assignment). Thread-compatible.

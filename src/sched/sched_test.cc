@@ -174,6 +174,9 @@ TEST(PathChoice, RecomputesOnlyWhenComputingTheHitIsSooner) {
   EXPECT_FALSE(choose_recompute(2.0, 0.5));
   EXPECT_FALSE(choose_recompute(1.0, 1.0));  // a tie reads
   EXPECT_FALSE(choose_recompute(0.0, 5.0));  // no price: never
+  // The read overlaps the wait in the PE's queue: a busy PE reads.
+  EXPECT_TRUE(choose_recompute(0.5, 2.0, 1.0));
+  EXPECT_FALSE(choose_recompute(0.5, 2.0, 1.6));
 }
 
 TEST(PathChoice, PicksDecodeSideWhenItsReadQueueIsShorter) {

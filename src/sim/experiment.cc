@@ -305,6 +305,11 @@ std::string result_table(const SimResult& r) {
   row("prompt throughput", fmt::format("{:.0f} tokens/s", r.prompt_tokens_per_s));
   row("TTFT mean/p50/p90/p99", lat(r.ttft, 1, "s"));
   row("TTFT p99 / p50", fmt::format("{:.2f}", r.ttft.p50 > 0 ? r.ttft.p99 / r.ttft.p50 : 0.0));
+  const bool beyond = r.dram_tier.enabled || r.recompute_turns > 0;
+  if (r.slo_turns == "hit" || beyond) {
+    row("  turns with a hit", lat(r.ttft_hit, 1, "s") + (r.slo_turns == "hit" ? " (the SLO's)" : ""));
+    row("  first turns (no hit)", lat(r.ttft_first, 1, "s"));
+  }
   const TtftBreakdown& b = r.ttft_breakdown;
   const double tot = b.total() > 0 ? b.total() : 1;
   row("TTFT = sch + alloc + read + pf",
@@ -342,6 +347,23 @@ std::string result_table(const SimResult& r) {
   row("storage read",
       fmt::format("{:.1f} GB (PE side {:.1f}, DE side {:.1f})", r.storage_read_bytes / 1e9,
                   r.hops.storage_read_pe / 1e9, r.hops.storage_read_de / 1e9));
+  if (beyond) {
+    const HitSources& h = r.hit_source_tokens;
+    const double all = std::max(1.0, h.de_dram + h.pe_storage + h.de_storage + h.recompute);
+    row("hit from", fmt::format("DE DRAM {:.1f} % / PE storage {:.1f} % / DE storage {:.1f} % / "
+                                "recomputed {:.1f} % ({} turns)",
+                                100 * h.de_dram / all, 100 * h.pe_storage / all,
+                                100 * h.de_storage / all, 100 * h.recompute / all,
+                                r.recompute_turns));
+  }
+  if (r.dram_tier.enabled) {
+    const DramTierStats& d = r.dram_tier;
+    row("DE DRAM tier",
+        fmt::format("{:.0f} GB per node, TTL {:.0f} s: mean {:.0f} GB, peak {:.0f} GB used (all "
+                    "nodes); {} turns served, {} placed elsewhere, {} sessions expired, {} evicted",
+                    d.bytes_per_node / 1e9, d.ttl_s, d.mean_bytes / 1e9, d.peak_bytes / 1e9,
+                    d.hits, d.misplaced, d.expired, d.evicted));
+  }
   row("read paths", r.split_path_turns > 0
                         ? fmt::format("PE {} turns, DE {} turns, split {} turns ({:.1f} GB by the "
                                       "PE side, {:.1f} GB by the DE side)",
