@@ -49,6 +49,13 @@ void SimFlags::add_to(CLI::App* cmd, bool offline, bool with_aps) {
                   "beyond the paper: auto = recompute a hit when the cost model says that is "
                   "sooner than reading it behind the node's read queue; never (default) reads "
                   "every hit; always recomputes every hit (a baseline); cache.recompute");
+  cmd->add_option("--store-capacity", store_capacity,
+                  "beyond the paper: the KV store holds at most this much (e.g. 2T; default "
+                  "unbounded); sessions are evicted whole by --evict; cache.store_capacity_gb");
+  cmd->add_option("--evict", evict,
+                  "with --store-capacity: lru (least recently used session, default) or session "
+                  "(ended sessions first, then those idle beyond twice their mean think time, "
+                  "then LRU); cache.evict");
   online.add_to(cmd, with_aps);
   calibration.add_to(cmd);
 }
@@ -105,6 +112,23 @@ Result<sim::SimConfig> make_sim_config(const SimFlags& a) {
       return Status::invalid_argument(
           fmt::format("--dram-ttl {}: give seconds > 0, e.g. --dram-ttl 480", *a.dram_ttl_s));
     cfg.de_dram_ttl_s = *a.dram_ttl_s;
+  }
+  if (a.store_capacity) {
+    auto bytes = parse_size_bytes(*a.store_capacity);
+    if (!bytes.is_ok() || *bytes < 0)
+      return Status::invalid_argument(fmt::format(
+          "--store-capacity '{}': give the store's bytes with an optional K, M, G or T suffix, "
+          "e.g. --store-capacity 2T (0: unbounded)",
+          *a.store_capacity));
+    cfg.store_capacity_bytes = static_cast<double>(*bytes);
+  }
+  if (a.evict) {
+    if (*a.evict != "lru" && *a.evict != "session")
+      return Status::invalid_argument(fmt::format(
+          "--evict '{}': use lru (least recently used session) or session (ended sessions "
+          "first, then idle ones)",
+          *a.evict));
+    cfg.evict = *a.evict;
   }
   if (a.recompute) {
     if (*a.recompute != "auto" && *a.recompute != "never" && *a.recompute != "always")

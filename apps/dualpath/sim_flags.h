@@ -33,7 +33,9 @@ struct SimFlags {
   // Beyond the paper (issue 35): the DE DRAM tier and read-or-recompute.
   std::optional<std::string> dram_tier;  // bytes per decode node, e.g. 400G
   std::optional<double> dram_ttl_s;
-  std::optional<std::string> recompute;  // auto | never
+  std::optional<std::string> recompute;  // never | auto | always
+  std::optional<std::string> store_capacity;  // bytes, e.g. 2T
+  std::optional<std::string> evict;           // lru | session
   OnlineFlags online;
   CalibrationFlags calibration;
 

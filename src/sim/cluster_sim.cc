@@ -420,6 +420,29 @@ class ClusterSim {
   double tier_used_ = 0, tier_peak_ = 0, tier_used_integral_ = 0, tier_accounted_at_ = 0;
   int64_t tier_hits_ = 0, tier_misplaced_ = 0, tier_expired_ = 0, tier_evicted_ = 0,
           tier_stored_ = 0;
+  // The bounded store (cfg_.store_capacity_bytes > 0; agent sessions): each session's KV in the
+  // store, in a list by last use (arrival or write), the least recently used first.
+  struct StoreEntry {
+    uint32_t prev = kNone, next = kNone;
+    int64_t tokens = 0;
+    double last_use = 0;
+    double think_sum = 0;  // its think times so far (observed: arrival - last turn's end)
+    uint32_t thinks = 0;
+    bool busy = false, ended = false, listed = false;
+  };
+  bool store_bounded() const { return cfg_.store_capacity_bytes > 0; }
+  void store_unlink(uint32_t a);
+  void store_touch(uint32_t a);
+  void store_evict(uint32_t a);
+  // Evicts sessions until `tokens` more fit; false when what is left is all in a turn.
+  bool store_make_room(int64_t tokens);
+  std::vector<StoreEntry> store_;
+  uint32_t store_head_ = kNone, store_tail_ = kNone;
+  int64_t store_tokens_ = 0, store_capacity_tokens_ = 0;
+  double store_peak_tokens_ = 0, store_evicted_tokens_ = 0;
+  int64_t store_evicted_sessions_ = 0, store_evicted_running_ = 0, store_rejected_ = 0;
+  double think_sum_all_ = 0;
+  int64_t thinks_all_ = 0;
   // Where each turn's hit came from (SimResult::hit_source_tokens).
   double src_dram_ = 0, src_pe_storage_ = 0, src_de_storage_ = 0, src_recompute_ = 0;
   int64_t recompute_turns_ = 0;
@@ -567,6 +590,11 @@ void ClusterSim::build() {
   online_ = trace_ || cfg_.online.enabled();
   slo_hit_only_ = cfg_.online.slo_turns == "hit";
   recompute_always_ = cfg_.recompute == "always";
+  if (store_bounded()) {
+    store_.assign(agents_.size(), StoreEntry{});
+    store_capacity_tokens_ = static_cast<int64_t>(
+        cfg_.store_capacity_bytes / static_cast<double>(cfg_.model.stored_bytes_per_token()));
+  }
   if (tier_on()) {
     tier_.assign(agents_.size(), TierEntry{});
     tier_nodes_.assign(nodes_.size(), TierNode{});
@@ -589,6 +617,65 @@ void ClusterSim::build() {
     tpot_.reserve(n);
     turn_time_.reserve(n);
   }
+}
+
+void ClusterSim::store_unlink(uint32_t a) {
+  StoreEntry& e = store_[a];
+  if (!e.listed) return;
+  (e.prev != kNone ? store_[e.prev].next : store_head_) = e.next;
+  (e.next != kNone ? store_[e.next].prev : store_tail_) = e.prev;
+  e.prev = e.next = kNone;
+  e.listed = false;
+}
+
+void ClusterSim::store_touch(uint32_t a) {
+  store_unlink(a);
+  StoreEntry& e = store_[a];
+  e.last_use = now_;
+  e.prev = store_tail_;
+  (store_tail_ != kNone ? store_[store_tail_].next : store_head_) = a;
+  store_tail_ = a;
+  e.listed = true;
+}
+
+void ClusterSim::store_evict(uint32_t a) {
+  StoreEntry& e = store_[a];
+  store_unlink(a);
+  store_tokens_ -= e.tokens;
+  store_evicted_tokens_ += static_cast<double>(e.tokens);
+  ++store_evicted_sessions_;
+  if (!e.ended) {
+    ++store_evicted_running_;
+    // A running session's next turn finds nothing stored.
+    Req& r = reqs_[a];
+    live_kv_tokens_ -= static_cast<double>(r.kv_tokens);
+    r.kv_tokens = 0;
+  }
+  e.tokens = 0;
+}
+
+bool ClusterSim::store_make_room(int64_t tokens) {
+  if (store_tokens_ + tokens <= store_capacity_tokens_) return true;
+  auto evict_while = [&](auto&& pick) {
+    for (uint32_t v = store_head_; v != kNone && store_tokens_ + tokens > store_capacity_tokens_;) {
+      const uint32_t next = store_[v].next;
+      if (!store_[v].busy && pick(store_[v])) store_evict(v);
+      v = next;
+    }
+  };
+  if (cfg_.evict == "session") {
+    // Ended sessions first, then those idle beyond twice their mean think time so far (all
+    // sessions' mean before their first think; none observed yet: none is overdue).
+    evict_while([](const StoreEntry& e) { return e.ended; });
+    const double all_mean =
+        thinks_all_ > 0 ? think_sum_all_ / static_cast<double>(thinks_all_) : 1e300;
+    evict_while([&](const StoreEntry& e) {
+      const double mean = e.thinks > 0 ? e.think_sum / e.thinks : all_mean;
+      return now_ - e.last_use > 2 * mean;
+    });
+  }
+  evict_while([](const StoreEntry&) { return true; });
+  return store_tokens_ + tokens <= store_capacity_tokens_;
 }
 
 void ClusterSim::tier_account() {
@@ -658,6 +745,19 @@ void ClusterSim::on_arrive(uint32_t a) {
     int64_t lead = 0;
     while (lead < full && stored_block_[plan.prefix_blocks[static_cast<size_t>(lead)]]) ++lead;
     cached = lead * plan.prefix_block_tokens;
+  }
+  if (store_bounded() && !r.addressed) {
+    StoreEntry& se = store_[a];
+    if (r.turn > 0) {
+      const double think = now_ - se.last_use;
+      se.think_sum += think;
+      se.thinks += 1;
+      think_sum_all_ += think;
+      ++thinks_all_;
+    }
+    cached = std::min(cached, r.kv_tokens);  // 0 once its session was evicted
+    se.busy = true;
+    if (se.tokens > 0) store_touch(a);
   }
   if (r.turn == 0) {
     ++agents_arrived_;
@@ -1195,6 +1295,26 @@ void ClusterSim::finish_turn(uint32_t a) {
     const int64_t kv = (r.prompt + r.gen) / block * block;
     live_kv_tokens_ += static_cast<double>(kv - r.kv_tokens);
     r.kv_tokens = kv;
+    if (store_bounded()) {
+      StoreEntry& se = store_[a];
+      const bool last = static_cast<uint32_t>(r.turn + 1) >= r.nturns;
+      store_tokens_ -= se.tokens;  // replaced by its whole context
+      se.tokens = 0;
+      if (store_make_room(kv)) {
+        se.tokens = kv;
+        se.ended = last;
+        store_tokens_ += kv;
+        store_peak_tokens_ = std::max(store_peak_tokens_, static_cast<double>(store_tokens_));
+        store_touch(a);
+      } else {
+        // Nothing left to evict (every other session is in a turn): not kept.
+        ++store_rejected_;
+        store_unlink(a);
+        live_kv_tokens_ -= static_cast<double>(kv);
+        r.kv_tokens = 0;
+      }
+      se.busy = false;  // (after make_room: it must not evict this session)
+    }
     // The DE DRAM tier: the session's KV passed through its DE node's DRAM on its way to
     // storage; the node keeps it for the next turn (a last turn's is dropped: the session
     // ended).
@@ -1709,6 +1829,18 @@ SimResult ClusterSim::collect(double wall_s) {
   res.de_path_turns = de_path_;
   res.split_path_turns = split_path_;
   res.hit_source_tokens = {src_dram_, src_pe_storage_, src_de_storage_, src_recompute_};
+  if (store_bounded()) {
+    const double bpt = static_cast<double>(cfg_.model.stored_bytes_per_token());
+    StoreStats& st = res.store;
+    st.bounded = true;
+    st.capacity_bytes = cfg_.store_capacity_bytes;
+    st.evict = cfg_.evict;
+    st.evicted_bytes = store_evicted_tokens_ * bpt;
+    st.evicted_sessions = store_evicted_sessions_;
+    st.peak_bytes = store_peak_tokens_ * bpt;
+    st.rejected_sessions = store_rejected_;
+    st.evicted_running_sessions = store_evicted_running_;
+  }
   res.recompute_turns = recompute_turns_;
   if (tier_on()) {
     tier_account();

@@ -115,6 +115,17 @@ struct DramTierStats {
   int64_t hits = 0, misplaced = 0, expired = 0, evicted = 0, stored = 0;
 };
 
+// The bounded store (SimConfig::store_capacity_bytes).
+struct StoreStats {
+  bool bounded = false;
+  double capacity_bytes = 0;
+  std::string evict;
+  double evicted_bytes = 0, peak_bytes = 0;
+  int64_t evicted_sessions = 0;
+  int64_t evicted_running_sessions = 0;  // of them, sessions not ended (their next turn misses)
+  int64_t rejected_sessions = 0;  // not kept: every other session was in a turn
+};
+
 struct SimResult {
   std::string mode, model, pd, dataset;
   int agents = 0;
@@ -133,6 +144,7 @@ struct SimResult {
   HitSources hit_source_tokens;
   int64_t recompute_turns = 0;
   DramTierStats dram_tier;
+  StoreStats store;
   TtftBreakdown ttft_breakdown;
   // The same over the tail: the requests whose TTFT is at or above the p99 (where the tail of
   // PAPER.md §11's open problem comes from).

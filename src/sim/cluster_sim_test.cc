@@ -150,6 +150,33 @@ TEST(ClusterSim, AutoRecomputeOnlyWhenReadingIsSlowerAndEveryHitHasOneSource) {
   EXPECT_NEAR(always.hit_source_tokens.recompute, never.hit_tokens, 0.5);
 }
 
+TEST(ClusterSim, ABoundedStoreEvictsWholeSessionsWhoseNextTurnsRecompute) {
+  SimConfig cfg = small(Mode::kFull);
+  auto agents = *build_agents(cfg);
+  const SimResult unbounded = *simulate(cfg, agents);
+  EXPECT_FALSE(unbounded.store.bounded);
+  // Room for everything: nothing evicted, the same run.
+  cfg.store_capacity_bytes = 1e15;
+  const SimResult roomy = *simulate(cfg, agents);
+  EXPECT_EQ(roomy.store.evicted_sessions, 0);
+  EXPECT_EQ(roomy.hit_tokens, unbounded.hit_tokens);
+  EXPECT_EQ(roomy.jct_s, unbounded.jct_s);
+  // A store for a few sessions: evictions, fewer hits, less read, every hit still one source.
+  cfg.store_capacity_bytes = 10 * 32000.0 * static_cast<double>(cfg.model.stored_bytes_per_token());
+  for (const char* policy : {"lru", "session"}) {
+    SCOPED_TRACE(policy);
+    cfg.evict = policy;
+    const SimResult small_store = *simulate(cfg, agents);
+    EXPECT_GT(small_store.store.evicted_sessions, 0);
+    EXPECT_GT(small_store.store.evicted_bytes, 0);
+    EXPECT_LE(small_store.store.peak_bytes, cfg.store_capacity_bytes);
+    EXPECT_LT(small_store.hit_tokens, unbounded.hit_tokens);
+    EXPECT_LT(small_store.storage_read_bytes, unbounded.storage_read_bytes);
+    EXPECT_EQ(small_store.turns, unbounded.turns);
+    expect_hit_sources_add_up(cfg, small_store);
+  }
+}
+
 TEST(ClusterSim, BasicAndLayerwiseReadOnlyOnThePrefillSide) {
   for (Mode mode : {Mode::kBasic, Mode::kLayerwise}) {
     auto r = *run_experiment(small(mode));

@@ -179,6 +179,16 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
         {"de_storage", r.hit_source_tokens.de_storage},
         {"recompute", r.hit_source_tokens.recompute}}},
       {"recompute_turns", r.recompute_turns},
+      {"store_evicted_bytes", r.store.evicted_bytes},
+      {"store",
+       {{"bounded", r.store.bounded},
+        {"capacity_bytes", r.store.capacity_bytes},
+        {"evict", r.store.evict},
+        {"evicted_bytes", r.store.evicted_bytes},
+        {"evicted_sessions", r.store.evicted_sessions},
+        {"evicted_running_sessions", r.store.evicted_running_sessions},
+        {"peak_bytes", r.store.peak_bytes},
+        {"rejected_sessions", r.store.rejected_sessions}}},
       {"dram_tier",
        {{"enabled", r.dram_tier.enabled},
         {"bytes_per_node", r.dram_tier.bytes_per_node},
@@ -355,6 +365,13 @@ std::string result_table(const SimResult& r) {
                                 100 * h.de_dram / all, 100 * h.pe_storage / all,
                                 100 * h.de_storage / all, 100 * h.recompute / all,
                                 r.recompute_turns));
+  }
+  if (r.store.bounded) {
+    row("KV store", fmt::format("{:.0f} GB, evict {}: peak {:.0f} GB; {} sessions evicted ({:.0f} "
+                                "GB), {} not kept",
+                                r.store.capacity_bytes / 1e9, r.store.evict, r.store.peak_bytes / 1e9,
+                                r.store.evicted_sessions, r.store.evicted_bytes / 1e9,
+                                r.store.rejected_sessions));
   }
   if (r.dram_tier.enabled) {
     const DramTierStats& d = r.dram_tier;

@@ -101,6 +101,24 @@ TEST(OnlineSim, HitTurnsAndFirstTurnsAreReportedApartAndTheSloCanJudgeHitTurnsOn
   EXPECT_FALSE(judged_all.slo_met) << judged_all.stop_reason;
 }
 
+TEST(OnlineSim, SessionAwareEvictionTakesEndedSessionsBeforeRunningOnes) {
+  SimConfig cfg = online_small(Mode::kFull, 0.05);
+  auto agents = *build_agents(cfg);
+  const SimResult unbounded = *simulate(cfg, agents);
+  ASSERT_GT(unbounded.agents_finished, 0);
+  // Twice the running sessions' mean working set: the ended sessions' KV is what overflows it.
+  cfg.store_capacity_bytes = 2 * unbounded.working_set_bytes;
+  cfg.evict = "session";
+  const SimResult session = *simulate(cfg, agents);
+  EXPECT_GT(session.store.evicted_sessions, 0);
+  EXPECT_EQ(session.store.evicted_running_sessions, 0);
+  EXPECT_EQ(session.hit_tokens, unbounded.hit_tokens);
+  cfg.evict = "lru";
+  const SimResult lru = *simulate(cfg, agents);
+  EXPECT_LE(lru.hit_tokens, unbounded.hit_tokens);
+  EXPECT_GE(lru.store.evicted_running_sessions, session.store.evicted_running_sessions);
+}
+
 TEST(OnlineSim, AnOverloadedRunStopsAsSoonAsItsTtftBreaksTheSlo) {
   auto r = run_experiment(online_small(Mode::kBasic, 20.0));
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();

@@ -217,6 +217,12 @@ Status SimConfig::validate() const {
           need_gpus, (need_gpus + hw.gpus_per_node - 1) / hw.gpus_per_node, role));
     }
   }
+  DP_RETURN_IF_ERROR(need(
+      !(store_capacity_bytes > 0 && is_timestamped_trace(dataset)),
+      fmt::format("cache.store_capacity_gb (--store-capacity) evicts agent sessions; '{}' is a "
+                  "content-addressed trace whose blocks are shared across requests, which the "
+                  "bounded store does not model: drop it or use an agent dataset (64k, weka:PATH)",
+                  dataset)));
   if (de_dram_bytes > 0 || recompute != "never") {
     DP_RETURN_IF_ERROR(need(
         scheduler.mode == Mode::kFull || scheduler.mode == Mode::kSplit,
@@ -321,6 +327,10 @@ Status apply_config(Config& f, SimConfig& c) {
   c.de_dram_ttl_s = f.positive_number("cache.de_dram_ttl_s", c.de_dram_ttl_s, "seconds");
   {
     c.recompute = f.choice("cache.recompute", c.recompute, {"never", "auto", "always"});
+    c.store_capacity_bytes =
+        f.non_negative_number("cache.store_capacity_gb", c.store_capacity_bytes / 1e9,
+                              "GB the KV store may hold (0: unbounded)") * 1e9;
+    c.evict = f.choice("cache.evict", c.evict, {"lru", "session"});
   }
 
   AdaptivePdConfig& ad = c.adaptive;

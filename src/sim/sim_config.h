@@ -118,6 +118,15 @@ struct SimConfig {
   double de_dram_ttl_s = 480;  // vLLM's NIXL connector keeps decode blocks 480 s for the same reuse
   std::string recompute = "never";
   bool recompute_auto() const { return recompute == "auto"; }
+  //   store_capacity_bytes: the KV store holds at most this much (0: unbounded, the paper's).
+  //   Sessions are evicted whole (every block of a session is touched at each of its turns, so a
+  //   block LRU evicts a session's blocks together), by `evict`: "lru", the least recently used
+  //   session, ended or not; "session", first sessions that ended (their last turn is done),
+  //   then those idle beyond twice their own mean think time so far (the mean of all sessions'
+  //   before their first think), then the least recently used. A session in a turn is never
+  //   evicted. A turn whose session was evicted recomputes its whole prompt.
+  double store_capacity_bytes = 0;
+  std::string evict = "lru";
 
   // Outputs.
   double timeseries_bucket_s = 10.0;
