@@ -56,6 +56,11 @@ void SimFlags::add_to(CLI::App* cmd, bool offline, bool with_aps) {
                   "with --store-capacity: lru (least recently used session, default) or session "
                   "(ended sessions first, then those idle beyond twice their mean think time, "
                   "then LRU); cache.evict");
+  cmd->add_option("--prefetch", prefetch,
+                  "with --dram-tier: when a session between turns loses its DRAM copy (expired, "
+                  "evicted), never (default) reads it at its next turn; always stages it again at "
+                  "once; predict stages it to land by its expected return; prefetches use only "
+                  "idle storage-NIC time and free tier space; cache.prefetch");
   online.add_to(cmd, with_aps);
   calibration.add_to(cmd);
 }
@@ -129,6 +134,12 @@ Result<sim::SimConfig> make_sim_config(const SimFlags& a) {
           "first, then idle ones)",
           *a.evict));
     cfg.evict = *a.evict;
+  }
+  if (a.prefetch) {
+    if (*a.prefetch != "never" && *a.prefetch != "always" && *a.prefetch != "predict")
+      return Status::invalid_argument(fmt::format(
+          "--prefetch '{}': use never, always or predict", *a.prefetch));
+    cfg.prefetch = *a.prefetch;
   }
   if (a.recompute) {
     if (*a.recompute != "auto" && *a.recompute != "never" && *a.recompute != "always")

@@ -36,6 +36,7 @@ struct SimFlags {
   std::optional<std::string> recompute;  // never | auto | always
   std::optional<std::string> store_capacity;  // bytes, e.g. 2T
   std::optional<std::string> evict;           // lru | session
+  std::optional<std::string> prefetch;        // never | always | predict
   OnlineFlags online;
   CalibrationFlags calibration;
 

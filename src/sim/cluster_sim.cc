@@ -35,6 +35,8 @@ enum Kind : uint32_t {
   kCheck,        // online: the stop rule and the working-set sample
   kPdCheck,      // adaptive P/D: the controller decides
   kActivate,     // a = virtual group: its engines run in their new role
+  kPrefetchDone, // a = node, b = server version
+  kPrefetchDue,  // a = agent: a predicted prefetch is due
 };
 
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
@@ -151,6 +153,7 @@ struct Node {
   bool prefill = true;
   PsServer reads;
   PsServer writes;
+  PsServer prefetch{1};  // the DRAM tier's prefetches: one at a time, while no demand read runs
   double buffer_cap = 0, buffer_used = 0;
   std::deque<uint32_t> buffer_wait;  // agents whose read waits for buffer space
   std::vector<double> read_bytes_by_bucket;
@@ -406,6 +409,8 @@ class ClusterSim {
     int64_t tokens = 0;
     double expire = 0;
     bool pinned = false;  // a placed turn's PE is pulling it
+    bool staging = false;     // a prefetch is reading it: not usable yet
+    bool prefetched = false;  // it came by a prefetch (wasted if it leaves unused)
   };
   struct TierNode {
     uint32_t head = kNone, tail = kNone;
@@ -415,6 +420,25 @@ class ClusterSim {
   void tier_remove(uint32_t a);
   void tier_store(uint32_t a, uint32_t node, int64_t tokens);
   void tier_account();  // integrates the tier's use up to now_
+  // Prefetch (cfg_.prefetch): a session between turns lost its tier copy.
+  bool prefetch_on() const { return prefetch_mode_ != 0; }
+  void tier_lost(uint32_t a);
+  void prefetch_start(uint32_t a);
+  void reschedule_prefetch(uint32_t node);
+  void on_prefetch_done(uint32_t node, uint64_t version);
+  void on_prefetch_due(uint32_t a);
+  int prefetch_mode_ = 0;  // 0 never, 1 always, 2 predict
+  // Per agent, for prefetch: in a turn (arrival to its end), its last turn's end, its thinks.
+  struct SessionClock {
+    bool in_turn = false;
+    double last_end = 0, think_sum = 0;
+    uint32_t thinks = 0;
+  };
+  std::vector<SessionClock> clocks_;
+  double clock_think_sum_ = 0;
+  int64_t clock_thinks_ = 0;
+  double prefetch_bytes_ = 0, prefetch_wasted_bytes_ = 0, prefetch_used_bytes_ = 0;
+  int64_t prefetches_ = 0, prefetch_skipped_ = 0;
   std::vector<TierEntry> tier_;
   std::vector<TierNode> tier_nodes_;
   double tier_used_ = 0, tier_peak_ = 0, tier_used_integral_ = 0, tier_accounted_at_ = 0;
@@ -598,6 +622,8 @@ void ClusterSim::build() {
   if (tier_on()) {
     tier_.assign(agents_.size(), TierEntry{});
     tier_nodes_.assign(nodes_.size(), TierNode{});
+    prefetch_mode_ = cfg_.prefetch == "always" ? 1 : cfg_.prefetch == "predict" ? 2 : 0;
+    if (prefetch_on()) clocks_.assign(agents_.size(), SessionClock{});
   }
   if (online_) events_.push(cfg_.online.check_interval_s, kCheck, 0);
   agents_left_ = static_cast<int>(agents_.size());
@@ -689,10 +715,99 @@ void ClusterSim::tier_remove(uint32_t a) {
   (e.prev != kNone ? tier_[e.prev].next : n.head) = e.next;
   (e.next != kNone ? tier_[e.next].prev : n.tail) = e.prev;
   const double bytes = kv_bytes(e.tokens);
+  if (e.prefetched) prefetch_wasted_bytes_ += bytes;  // left without serving a turn
   tier_account();
   n.used -= bytes;
   tier_used_ -= bytes;
   e = TierEntry{};
+}
+
+// A session between turns lost its DRAM copy (expired, evicted for space).
+void ClusterSim::tier_lost(uint32_t a) {
+  if (!prefetch_on() || clocks_[a].in_turn || reqs_[a].kv_tokens <= 0) return;
+  if (prefetch_mode_ == 1) {
+    prefetch_start(a);
+    return;
+  }
+  // predict: land it by the expected return, reading at the NIC's rate (twice, for slack).
+  const SessionClock& c = clocks_[a];
+  const double mean = c.thinks > 0 ? c.think_sum / c.thinks
+                      : clock_thinks_ > 0 ? clock_think_sum_ / static_cast<double>(clock_thinks_)
+                                          : 0.0;
+  const double lead = 2 * kv_bytes(reqs_[a].kv_tokens) / snic_rate();
+  events_.push(std::max(now_, c.last_end + mean - lead), kPrefetchDue, a);
+}
+
+void ClusterSim::on_prefetch_due(uint32_t a) {
+  if (clocks_[a].in_turn || tier_[a].node != kNone || reqs_[a].kv_tokens <= 0) return;
+  prefetch_start(a);
+}
+
+// Stages agent a's stored KV into the decode node with the most free tier space (never evicting).
+void ClusterSim::prefetch_start(uint32_t a) {
+  const int64_t tokens = reqs_[a].kv_tokens;
+  const double bytes = kv_bytes(tokens);
+  uint32_t best = kNone;
+  double best_free = -1;
+  for (uint32_t v = 0; v < nodes_.size(); ++v) {
+    if (nodes_[v].prefill || !sched_->node_alive(static_cast<int>(v))) continue;
+    const double free = cfg_.de_dram_bytes - tier_nodes_[v].used;
+    if (free >= bytes && free > best_free) {
+      best = v;
+      best_free = free;
+    }
+  }
+  if (best == kNone || tier_[a].node != kNone) {
+    ++prefetch_skipped_;
+    return;
+  }
+  TierNode& n = tier_nodes_[best];
+  TierEntry& e = tier_[a];
+  e.node = best;
+  e.tokens = tokens;
+  e.expire = now_ + cfg_.de_dram_ttl_s;
+  e.staging = e.prefetched = true;
+  e.prev = n.tail;
+  e.next = kNone;
+  (n.tail != kNone ? tier_[n.tail].next : n.head) = a;
+  n.tail = a;
+  tier_account();
+  n.used += bytes;
+  tier_used_ += bytes;
+  tier_peak_ = std::max(tier_peak_, tier_used_);
+  ++prefetches_;
+  Node& nd = nodes_[best];
+  nd.prefetch.advance(now_);
+  nd.prefetch.add(a, bytes);
+  reschedule_prefetch(best);
+}
+
+// The lowest priority: the NIC's whole rate while no demand read runs, nothing otherwise.
+void ClusterSim::reschedule_prefetch(uint32_t node) {
+  Node& nd = nodes_[node];
+  PsServer& link = nd.prefetch;
+  link.advance(now_);
+  link.set_rate(nd.reads.active() == 0 ? snic_rate() : 0.0);
+  const double t = link.next_departure();
+  if (std::isfinite(t)) events_.push(t, kPrefetchDone, node, link.version());
+}
+
+void ClusterSim::on_prefetch_done(uint32_t node, uint64_t version) {
+  Node& nd = nodes_[node];
+  if (version != nd.prefetch.version()) return;
+  nd.prefetch.advance(now_);
+  const uint32_t a = nd.prefetch.pop();
+  TierEntry& e = tier_[a];
+  // The read happened whatever became of the entry meanwhile (its session came back and read
+  // from storage, or ended): then it was wasted.
+  const double bytes = kv_bytes(e.node == node && e.staging ? e.tokens : reqs_[a].kv_tokens);
+  prefetch_bytes_ += bytes;
+  if (e.node == node && e.staging) {
+    e.staging = false;
+  } else {
+    prefetch_wasted_bytes_ += bytes;
+  }
+  reschedule_prefetch(node);
 }
 
 // Keeps `tokens` of agent a's KV in `node`'s DRAM tier (replacing what it kept before, here or
@@ -709,9 +824,10 @@ void ClusterSim::tier_store(uint32_t a, uint32_t node, int64_t tokens) {
   TierNode& n = tier_nodes_[node];
   for (uint32_t v = n.head; v != kNone && n.used + bytes > cap;) {
     const uint32_t next = tier_[v].next;
-    if (!tier_[v].pinned) {
+    if (!tier_[v].pinned && !tier_[v].staging) {
       (now_ > tier_[v].expire ? tier_expired_ : tier_evicted_) += 1;
       tier_remove(v);
+      tier_lost(v);
     }
     v = next;
   }
@@ -776,6 +892,17 @@ void ClusterSim::on_arrive(uint32_t a) {
   if (recompute_always_) in.path = ReadPath::kRecompute;
   if (tier_on() && !r.addressed) {
     TierEntry& te = tier_[a];
+    if (prefetch_on()) {
+      SessionClock& c = clocks_[a];
+      if (r.turn > 0) {
+        c.think_sum += now_ - c.last_end;
+        c.thinks += 1;
+        clock_think_sum_ += now_ - c.last_end;
+        ++clock_thinks_;
+      }
+      c.in_turn = true;
+    }
+    if (te.node != kNone && te.staging) tier_remove(a);  // still being read: too late
     if (te.node != kNone && now_ > te.expire) {
       ++tier_expired_;
       tier_remove(a);
@@ -936,6 +1063,10 @@ void ClusterSim::after_assigned(uint32_t a, const sched::Placement& p) {
       ++tier_hits_;
       src_dram_ += static_cast<double>(r.dram_hit);
       tier_[a].pinned = true;
+      if (tier_[a].prefetched) {
+        prefetch_used_bytes_ += kv_bytes(tier_[a].tokens);
+        tier_[a].prefetched = false;  // used: not wasted when it leaves
+      }
     } else {
       ++tier_misplaced_;  // placed on another node: read from storage
     }
@@ -1016,6 +1147,7 @@ void ClusterSim::reschedule_link(PsServer& link, uint32_t kind, uint32_t node) {
 
 void ClusterSim::reschedule_reads(uint32_t node) {
   reschedule_link(nodes_[node].reads, kReadDone, node);
+  if (prefetch_on()) reschedule_prefetch(node);
 }
 
 void ClusterSim::on_read_done(uint32_t node, uint64_t version) {
@@ -1319,8 +1451,13 @@ void ClusterSim::finish_turn(uint32_t a) {
     // storage; the node keeps it for the next turn (a last turn's is dropped: the session
     // ended).
     if (tier_on()) {
+      if (prefetch_on()) {
+        clocks_[a].in_turn = false;
+        clocks_[a].last_end = now_;
+      }
       if (static_cast<uint32_t>(r.turn + 1) < r.nturns) {
         tier_store(a, de_node_of(r.de), kv);
+        if (tier_[a].node == kNone) tier_lost(a);  // no room now: a prefetch may find some
       } else if (tier_[a].node != kNone) {
         tier_remove(a);
       }
@@ -1384,9 +1521,12 @@ void ClusterSim::on_check() {
   const OnlineConfig& o = cfg_.online;
   // The tier's expired sessions leave it (their DRAM is free for others).
   for (TierNode& n : tier_nodes_) {
-    while (n.head != kNone && !tier_[n.head].pinned && now_ > tier_[n.head].expire) {
+    while (n.head != kNone && !tier_[n.head].pinned && !tier_[n.head].staging &&
+           now_ > tier_[n.head].expire) {
       ++tier_expired_;
-      tier_remove(n.head);
+      const uint32_t a = n.head;
+      tier_remove(a);
+      tier_lost(a);
     }
   }
   gauges_.push_back({now_, live_kv_tokens_, static_cast<int>(agents_arrived_ - agents_finished_)});
@@ -1675,6 +1815,12 @@ Result<SimResult> ClusterSim::run() {
       case kActivate:
         on_activate(static_cast<int>(ev.a));
         break;
+      case kPrefetchDone:
+        on_prefetch_done(ev.a, ev.b);
+        break;
+      case kPrefetchDue:
+        on_prefetch_due(ev.a);
+        break;
       default:
         return Status::internal(fmt::format("unknown event kind {}", ev.kind));
     }
@@ -1855,6 +2001,12 @@ SimResult ClusterSim::collect(double wall_s) {
     t.expired = tier_expired_;
     t.evicted = tier_evicted_;
     t.stored = tier_stored_;
+    t.prefetch = cfg_.prefetch;
+    t.prefetches = prefetches_;
+    t.prefetch_skipped = prefetch_skipped_;
+    t.prefetch_used_bytes = prefetch_used_bytes_;
+    res.prefetch_bytes = prefetch_bytes_;
+    res.prefetch_wasted_bytes = prefetch_wasted_bytes_;
   }
   res.split_read_bytes_pe = split_bytes_pe_;
   res.split_read_bytes_de = split_bytes_de_;

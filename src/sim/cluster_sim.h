@@ -113,6 +113,11 @@ struct DramTierStats {
   // Turns served from it; turns whose session it held but that were placed on another node
   // (read from storage); sessions that expired or were evicted for space; sessions stored.
   int64_t hits = 0, misplaced = 0, expired = 0, evicted = 0, stored = 0;
+  // Prefetch (SimConfig::prefetch): its policy, the prefetches started, those skipped (no free
+  // tier space), and the bytes of prefetched sessions that served a turn.
+  std::string prefetch = "never";
+  int64_t prefetches = 0, prefetch_skipped = 0;
+  double prefetch_used_bytes = 0;
 };
 
 // The bounded store (SimConfig::store_capacity_bytes).
@@ -144,6 +149,9 @@ struct SimResult {
   HitSources hit_source_tokens;
   int64_t recompute_turns = 0;
   DramTierStats dram_tier;
+  // Bytes read from storage by prefetches (not in storage_read_bytes), and of them those whose
+  // session came back before it landed, ended, or whose copy left the tier unused.
+  double prefetch_bytes = 0, prefetch_wasted_bytes = 0;
   StoreStats store;
   TtftBreakdown ttft_breakdown;
   // The same over the tail: the requests whose TTFT is at or above the p99 (where the tail of

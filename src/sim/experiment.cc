@@ -199,7 +199,13 @@ nlohmann::json result_to_json(const SimResult& r, bool with_timeseries) {
         {"misplaced", r.dram_tier.misplaced},
         {"expired", r.dram_tier.expired},
         {"evicted", r.dram_tier.evicted},
-        {"stored", r.dram_tier.stored}}},
+        {"stored", r.dram_tier.stored},
+        {"prefetch", r.dram_tier.prefetch},
+        {"prefetches", r.dram_tier.prefetches},
+        {"prefetch_skipped", r.dram_tier.prefetch_skipped},
+        {"prefetch_used_bytes", r.dram_tier.prefetch_used_bytes}}},
+      {"prefetch_bytes", r.prefetch_bytes},
+      {"prefetch_wasted_bytes", r.prefetch_wasted_bytes},
       {"stored_blocks", r.stored_blocks},
       {"trace_static_hit_ratio", r.trace_static_hit_ratio},
       {"storage_read_bytes", r.storage_read_bytes},
@@ -380,6 +386,12 @@ std::string result_table(const SimResult& r) {
                     "nodes); {} turns served, {} placed elsewhere, {} sessions expired, {} evicted",
                     d.bytes_per_node / 1e9, d.ttl_s, d.mean_bytes / 1e9, d.peak_bytes / 1e9,
                     d.hits, d.misplaced, d.expired, d.evicted));
+    if (d.prefetch != "never")
+      row("  prefetch", fmt::format("{}: {} started, {} without room; {:.1f} GB read, {:.1f} GB "
+                                    "of it wasted, {:.1f} GB served a turn",
+                                    d.prefetch, d.prefetches, d.prefetch_skipped,
+                                    r.prefetch_bytes / 1e9, r.prefetch_wasted_bytes / 1e9,
+                                    d.prefetch_used_bytes / 1e9));
   }
   row("read paths", r.split_path_turns > 0
                         ? fmt::format("PE {} turns, DE {} turns, split {} turns ({:.1f} GB by the "

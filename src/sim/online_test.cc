@@ -119,6 +119,39 @@ TEST(OnlineSim, SessionAwareEvictionTakesEndedSessionsBeforeRunningOnes) {
   EXPECT_GE(lru.store.evicted_running_sessions, session.store.evicted_running_sessions);
 }
 
+TEST(OnlineSim, PrefetchRestagesSessionsWhoseDramCopyExpiredDuringTheirThinkTime) {
+  SimConfig cfg = online_small(Mode::kFull, 0.05);
+  auto agents = *build_agents(cfg);
+  for (AgentPlan& a : agents) a.think_s.assign(a.turns.size(), 30.0);  // 30 s between turns
+  cfg.de_dram_bytes = 400e9;
+  cfg.de_dram_ttl_s = 10;  // every copy expires in the gap
+  const SimResult never = *simulate(cfg, agents);
+  EXPECT_GT(never.dram_tier.expired, 0);
+  EXPECT_EQ(never.dram_tier.hits, 0);
+  EXPECT_EQ(never.prefetch_bytes, 0);
+  // Predict stages each session to land by its expected return (30 s after its turn ended).
+  cfg.prefetch = "predict";
+  const SimResult predict = *simulate(cfg, agents);
+  EXPECT_GT(predict.dram_tier.prefetches, 0);
+  EXPECT_GT(predict.dram_tier.prefetch_used_bytes, 0);
+  EXPECT_GT(predict.hit_source_tokens.de_dram, 0);
+  EXPECT_LT(predict.storage_read_bytes, never.storage_read_bytes);
+  EXPECT_LE(predict.prefetch_wasted_bytes + predict.dram_tier.prefetch_used_bytes,
+            predict.prefetch_bytes + 1);
+  // Demand reads are what the hits did not get from DRAM; prefetches are counted apart.
+  const HitSources& h = predict.hit_source_tokens;
+  EXPECT_NEAR(predict.storage_read_bytes,
+              (h.pe_storage + h.de_storage) * static_cast<double>(cfg.model.stored_bytes_per_token()),
+              1.0);
+  // Always stages a copy again as soon as it expires, with a fresh TTL shorter than the rest of
+  // the gap: it expires again before the session returns, every byte wasted.
+  cfg.prefetch = "always";
+  const SimResult always = *simulate(cfg, agents);
+  EXPECT_GT(always.dram_tier.prefetches, predict.dram_tier.prefetches);
+  EXPECT_GT(always.prefetch_wasted_bytes, predict.prefetch_wasted_bytes);
+  EXPECT_LE(always.hit_source_tokens.de_dram, predict.hit_source_tokens.de_dram);
+}
+
 TEST(OnlineSim, AnOverloadedRunStopsAsSoonAsItsTtftBreaksTheSlo) {
   auto r = run_experiment(online_small(Mode::kBasic, 20.0));
   ASSERT_TRUE(r.is_ok()) << r.status().to_string();

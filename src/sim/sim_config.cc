@@ -223,6 +223,11 @@ Status SimConfig::validate() const {
                   "content-addressed trace whose blocks are shared across requests, which the "
                   "bounded store does not model: drop it or use an agent dataset (64k, weka:PATH)",
                   dataset)));
+  DP_RETURN_IF_ERROR(need(prefetch == "never" || de_dram_bytes > 0,
+                          fmt::format("cache.prefetch = {} (--prefetch) stages sessions into the "
+                                      "DE DRAM tier: give it one with cache.de_dram_gb "
+                                      "(--dram-tier), or use --prefetch never",
+                                      prefetch)));
   if (de_dram_bytes > 0 || recompute != "never") {
     DP_RETURN_IF_ERROR(need(
         scheduler.mode == Mode::kFull || scheduler.mode == Mode::kSplit,
@@ -331,6 +336,7 @@ Status apply_config(Config& f, SimConfig& c) {
         f.non_negative_number("cache.store_capacity_gb", c.store_capacity_bytes / 1e9,
                               "GB the KV store may hold (0: unbounded)") * 1e9;
     c.evict = f.choice("cache.evict", c.evict, {"lru", "session"});
+    c.prefetch = f.choice("cache.prefetch", c.prefetch, {"never", "always", "predict"});
   }
 
   AdaptivePdConfig& ad = c.adaptive;

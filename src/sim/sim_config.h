@@ -127,6 +127,14 @@ struct SimConfig {
   //   evicted. A turn whose session was evicted recomputes its whole prompt.
   double store_capacity_bytes = 0;
   std::string evict = "lru";
+  //   prefetch (with the DRAM tier): when a session between turns loses its tier copy (expired
+  //   or evicted for space), "never" leaves it to its next turn's storage read; "always" stages
+  //   it again at once into the decode node with the most free tier space; "predict" stages it
+  //   so that it lands by the session's expected return (its last turn's end + its mean think so
+  //   far, all sessions' before its first). A prefetch is a storage read of the lowest priority:
+  //   it runs on a node's storage NIC only while no demand read does, and only into free tier
+  //   space (it never evicts).
+  std::string prefetch = "never";
 
   // Outputs.
   double timeseries_bucket_s = 10.0;
