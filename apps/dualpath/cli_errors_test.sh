@@ -35,6 +35,13 @@ expect_error "did you mean 'cluster.prefill_nodes'" sim --config "$tmp/typo.toml
 expect_error "config file" sim --config "$tmp/nope.toml" --quiet
 # A calibration flag given out of range is an error, not a silent "unset" (they were sentinels).
 expect_error "efficiency.layer_overhead_ms = -2" sim --layer-overhead-ms -2 --agents 4 --quiet
+# Issue 35's knobs: each bad value names the flag and the fix.
+expect_error "--dram-tier 'lots'" sim --dram-tier lots --agents 4 --quiet
+expect_error "use never, always or predict" sim --dram-tier 400G --prefetch sometimes --agents 4 --quiet
+expect_error "give it one with cache.de_dram_gb" sim --prefetch predict --agents 4 --quiet
+expect_error "use lru" sim --store-capacity 1T --evict fifo --agents 4 --quiet
+expect_error "use mode full or split" sim --dram-tier 400G --mode basic --agents 4 --quiet
+expect_error "--slo-turns 'first'" sim --aps 0.1 --slo-turns first --quiet
 expect_error "efficiency.linear_mfu = 0" sim --linear-mfu 0 --agents 4 --quiet
 expect_error "cluster.basic_prefill_kv_gb = -3" sim --basic-prefill-kv-gb -3 --agents 4 --quiet
 expect_error "--snic-gbps" plan --snic-gbps 0
