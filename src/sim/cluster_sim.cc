@@ -419,6 +419,7 @@ class ClusterSim {
   bool tier_on() const { return cfg_.de_dram_bytes > 0; }
   void tier_remove(uint32_t a);
   void tier_store(uint32_t a, uint32_t node, int64_t tokens);
+  void tier_insert(uint32_t a, uint32_t node, int64_t tokens);
   void tier_account();  // integrates the tier's use up to now_
   // Prefetch (cfg_.prefetch): a session between turns lost its tier copy.
   bool prefetch_on() const { return prefetch_mode_ != 0; }
@@ -761,20 +762,8 @@ void ClusterSim::prefetch_start(uint32_t a) {
     ++prefetch_skipped_;
     return;
   }
-  TierNode& n = tier_nodes_[best];
-  TierEntry& e = tier_[a];
-  e.node = best;
-  e.tokens = tokens;
-  e.expire = now_ + cfg_.de_dram_ttl_s;
-  e.staging = e.prefetched = true;
-  e.prev = n.tail;
-  e.next = kNone;
-  (n.tail != kNone ? tier_[n.tail].next : n.head) = a;
-  n.tail = a;
-  tier_account();
-  n.used += bytes;
-  tier_used_ += bytes;
-  tier_peak_ = std::max(tier_peak_, tier_used_);
+  tier_insert(a, best, tokens);
+  tier_[a].staging = tier_[a].prefetched = true;
   ++prefetches_;
   Node& nd = nodes_[best];
   nd.prefetch.advance(now_);
@@ -832,6 +821,13 @@ void ClusterSim::tier_store(uint32_t a, uint32_t node, int64_t tokens) {
     v = next;
   }
   if (n.used + bytes > cap) return;  // the rest is pinned
+  tier_insert(a, node, tokens);
+  ++tier_stored_;
+}
+
+// Appends agent a's `tokens` to `node`'s tier list (the newest; it expires last).
+void ClusterSim::tier_insert(uint32_t a, uint32_t node, int64_t tokens) {
+  TierNode& n = tier_nodes_[node];
   TierEntry& e = tier_[a];
   e.node = node;
   e.tokens = tokens;
@@ -840,11 +836,11 @@ void ClusterSim::tier_store(uint32_t a, uint32_t node, int64_t tokens) {
   e.next = kNone;
   (n.tail != kNone ? tier_[n.tail].next : n.head) = a;
   n.tail = a;
+  const double bytes = kv_bytes(tokens);
   tier_account();
   n.used += bytes;
   tier_used_ += bytes;
   tier_peak_ = std::max(tier_peak_, tier_used_);
-  ++tier_stored_;
 }
 
 void ClusterSim::on_arrive(uint32_t a) {
