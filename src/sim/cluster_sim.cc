@@ -436,6 +436,7 @@ class ClusterSim {
     uint32_t thinks = 0;
   };
   std::vector<SessionClock> clocks_;
+  std::vector<uint32_t> scratch_lost_;  // tier_store's evicted sessions
   double clock_think_sum_ = 0;
   int64_t clock_thinks_ = 0;
   double prefetch_bytes_ = 0, prefetch_wasted_bytes_ = 0, prefetch_used_bytes_ = 0;
@@ -811,18 +812,24 @@ void ClusterSim::tier_store(uint32_t a, uint32_t node, int64_t tokens) {
   const double cap = cfg_.de_dram_bytes;
   if (bytes > cap || tokens <= 0) return;
   TierNode& n = tier_nodes_[node];
+  std::vector<uint32_t>& lost = scratch_lost_;
+  lost.clear();
   for (uint32_t v = n.head; v != kNone && n.used + bytes > cap;) {
     const uint32_t next = tier_[v].next;
     if (!tier_[v].pinned && !tier_[v].staging) {
       (now_ > tier_[v].expire ? tier_expired_ : tier_evicted_) += 1;
       tier_remove(v);
-      tier_lost(v);
+      lost.push_back(v);
     }
     v = next;
   }
-  if (n.used + bytes > cap) return;  // the rest is pinned
-  tier_insert(a, node, tokens);
-  ++tier_stored_;
+  if (n.used + bytes <= cap) {  // else the rest is pinned
+    tier_insert(a, node, tokens);
+    ++tier_stored_;
+  }
+  // Prefetches of the evicted see the space this session took (none goes back where it was
+  // just evicted from to make room).
+  for (uint32_t v : lost) tier_lost(v);
 }
 
 // Appends agent a's `tokens` to `node`'s tier list (the newest; it expires last).
