@@ -408,14 +408,25 @@ class ClusterSim {
     uint32_t prev = kNone, next = kNone;
     int64_t tokens = 0;
     double expire = 0;
-    bool pinned = false;  // a placed turn's PE is pulling it
+    bool pinned = false;  // its session's turn is waiting for placement with it, or pulling it
     bool staging = false;     // a prefetch is reading it: not usable yet
     bool prefetched = false;  // it came by a prefetch (wasted if it leaves unused)
   };
   struct TierNode {
     uint32_t head = kNone, tail = kNone;
     double used = 0;
+    double locked = 0;  // of it, entries pinned or staging (not evictable)
   };
+  // Pins (a turn placed or waiting for placement with this copy) and stages (a prefetch reading
+  // it) agent a's entry, keeping its node's locked bytes.
+  void tier_set_lock(uint32_t a, bool pinned, bool staging) {
+    TierEntry& e = tier_[a];
+    const bool before = e.pinned || e.staging;
+    e.pinned = pinned;
+    e.staging = staging;
+    const bool after = pinned || staging;
+    if (before != after) tier_nodes_[e.node].locked += (after ? 1.0 : -1.0) * kv_bytes(e.tokens);
+  }
   bool tier_on() const { return cfg_.de_dram_bytes > 0; }
   void tier_remove(uint32_t a);
   void tier_store(uint32_t a, uint32_t node, int64_t tokens);
@@ -437,6 +448,7 @@ class ClusterSim {
   };
   std::vector<SessionClock> clocks_;
   std::vector<uint32_t> scratch_lost_;  // tier_store's evicted sessions
+  std::vector<double> prefetch_job_bytes_;  // per agent: its prefetch in flight (0: none)
   double clock_think_sum_ = 0;
   int64_t clock_thinks_ = 0;
   double prefetch_bytes_ = 0, prefetch_wasted_bytes_ = 0, prefetch_used_bytes_ = 0;
@@ -465,6 +477,7 @@ class ClusterSim {
   std::vector<StoreEntry> store_;
   uint32_t store_head_ = kNone, store_tail_ = kNone;
   int64_t store_tokens_ = 0, store_capacity_tokens_ = 0;
+  int64_t store_busy_tokens_ = 0;  // of store_tokens_, sessions in a turn (not evictable)
   double store_peak_tokens_ = 0, store_evicted_tokens_ = 0;
   int64_t store_evicted_sessions_ = 0, store_evicted_running_ = 0, store_rejected_ = 0;
   double think_sum_all_ = 0;
@@ -625,7 +638,10 @@ void ClusterSim::build() {
     tier_.assign(agents_.size(), TierEntry{});
     tier_nodes_.assign(nodes_.size(), TierNode{});
     prefetch_mode_ = cfg_.prefetch == "always" ? 1 : cfg_.prefetch == "predict" ? 2 : 0;
-    if (prefetch_on()) clocks_.assign(agents_.size(), SessionClock{});
+    if (prefetch_on()) {
+      clocks_.assign(agents_.size(), SessionClock{});
+      prefetch_job_bytes_.assign(agents_.size(), 0.0);
+    }
   }
   if (online_) events_.push(cfg_.online.check_interval_s, kCheck, 0);
   agents_left_ = static_cast<int>(agents_.size());
@@ -678,12 +694,17 @@ void ClusterSim::store_evict(uint32_t a) {
     Req& r = reqs_[a];
     live_kv_tokens_ -= static_cast<double>(r.kv_tokens);
     r.kv_tokens = 0;
+    // Its DRAM copy goes too: the next turn has no hit to take from it.
+    if (tier_on() && tier_[a].node != kNone && !tier_[a].pinned && !tier_[a].staging)
+      tier_remove(a);
   }
   e.tokens = 0;
 }
 
 bool ClusterSim::store_make_room(int64_t tokens) {
   if (store_tokens_ + tokens <= store_capacity_tokens_) return true;
+  // Not even evicting every session out of a turn would make room: evict nothing.
+  if (store_busy_tokens_ + tokens > store_capacity_tokens_) return false;
   auto evict_while = [&](auto&& pick) {
     for (uint32_t v = store_head_; v != kNone && store_tokens_ + tokens > store_capacity_tokens_;) {
       const uint32_t next = store_[v].next;
@@ -717,7 +738,9 @@ void ClusterSim::tier_remove(uint32_t a) {
   (e.prev != kNone ? tier_[e.prev].next : n.head) = e.next;
   (e.next != kNone ? tier_[e.next].prev : n.tail) = e.prev;
   const double bytes = kv_bytes(e.tokens);
-  if (e.prefetched) prefetch_wasted_bytes_ += bytes;  // left without serving a turn
+  // Left without serving a turn (a staging one is counted when its read ends).
+  if (e.prefetched && !e.staging) prefetch_wasted_bytes_ += bytes;
+  if (e.pinned || e.staging) n.locked -= bytes;
   tier_account();
   n.used -= bytes;
   tier_used_ -= bytes;
@@ -759,13 +782,15 @@ void ClusterSim::prefetch_start(uint32_t a) {
       best_free = free;
     }
   }
-  if (best == kNone || tier_[a].node != kNone) {
-    ++prefetch_skipped_;
+  if (best == kNone || tier_[a].node != kNone || prefetch_job_bytes_[a] > 0) {
+    ++prefetch_skipped_;  // no room, or its earlier prefetch has not ended yet
     return;
   }
   tier_insert(a, best, tokens);
-  tier_[a].staging = tier_[a].prefetched = true;
+  tier_[a].prefetched = true;
+  tier_set_lock(a, false, true);
   ++prefetches_;
+  prefetch_job_bytes_[a] = bytes;
   Node& nd = nodes_[best];
   nd.prefetch.advance(now_);
   nd.prefetch.add(a, bytes);
@@ -787,13 +812,15 @@ void ClusterSim::on_prefetch_done(uint32_t node, uint64_t version) {
   if (version != nd.prefetch.version()) return;
   nd.prefetch.advance(now_);
   const uint32_t a = nd.prefetch.pop();
-  TierEntry& e = tier_[a];
-  // The read happened whatever became of the entry meanwhile (its session came back and read
-  // from storage, or ended): then it was wasted.
-  const double bytes = kv_bytes(e.node == node && e.staging ? e.tokens : reqs_[a].kv_tokens);
+  // An agent has one prefetch at a time (prefetch_start), so this is its entry's, if it is
+  // still there. The read happened whatever became of the entry meanwhile (its session came
+  // back and read from storage, or ended): then it was wasted.
+  const double bytes = prefetch_job_bytes_[a];
+  prefetch_job_bytes_[a] = 0;
   prefetch_bytes_ += bytes;
+  TierEntry& e = tier_[a];
   if (e.node == node && e.staging) {
-    e.staging = false;
+    tier_set_lock(a, e.pinned, false);
   } else {
     prefetch_wasted_bytes_ += bytes;
   }
@@ -812,6 +839,8 @@ void ClusterSim::tier_store(uint32_t a, uint32_t node, int64_t tokens) {
   const double cap = cfg_.de_dram_bytes;
   if (bytes > cap || tokens <= 0) return;
   TierNode& n = tier_nodes_[node];
+  // Not even evicting every entry no turn or prefetch holds would make room: evict nothing.
+  if (n.locked + bytes > cap) return;
   std::vector<uint32_t>& lost = scratch_lost_;
   lost.clear();
   for (uint32_t v = n.head; v != kNone && n.used + bytes > cap;) {
@@ -876,6 +905,7 @@ void ClusterSim::on_arrive(uint32_t a) {
     }
     cached = std::min(cached, r.kv_tokens);  // 0 once its session was evicted
     se.busy = true;
+    store_busy_tokens_ += se.tokens;
     if (se.tokens > 0) store_touch(a);
   }
   if (r.turn == 0) {
@@ -913,6 +943,9 @@ void ClusterSim::on_arrive(uint32_t a) {
     if (te.node != kNone) {
       in.dram_node = static_cast<int>(te.node);
       in.dram_tokens = te.tokens;
+      // Held for the placement: evicting or expiring it while the turn waits would leave the
+      // scheduler offering a copy that is gone.
+      tier_set_lock(a, true, false);
     }
   }
   const sched::TurnCosts costs{cfg_.block_tokens,
@@ -1065,13 +1098,13 @@ void ClusterSim::after_assigned(uint32_t a, const sched::Placement& p) {
     if (r.dram_hit > 0) {
       ++tier_hits_;
       src_dram_ += static_cast<double>(r.dram_hit);
-      tier_[a].pinned = true;
       if (tier_[a].prefetched) {
         prefetch_used_bytes_ += kv_bytes(tier_[a].tokens);
         tier_[a].prefetched = false;  // used: not wasted when it leaves
       }
     } else {
       ++tier_misplaced_;  // placed on another node: read from storage
+      tier_set_lock(a, false, false);
     }
   }
   if (r.path == ReadPath::kRecompute && r.hit > 0) {
@@ -1315,7 +1348,7 @@ void ClusterSim::prefill_finished(uint32_t a) {
   count_open(pes_[r.pe].node, -1);
   r.t_first = now_;  // the PE samples the first token at the end of the last layer
   record_first_token(r);
-  if (r.dram_hit > 0) tier_[a].pinned = false;  // the PE has every layer of it
+  if (r.dram_hit > 0) tier_set_lock(a, false, false);  // the PE has every layer of it
   if (!oracle() && r.pe_hit > 0) {
     Node& nd = nodes_[pe_node_of(r.pe)];
     nd.buffer_used -= pe_hit_bytes(r);
@@ -1433,6 +1466,7 @@ void ClusterSim::finish_turn(uint32_t a) {
     if (store_bounded()) {
       StoreEntry& se = store_[a];
       const bool last = static_cast<uint32_t>(r.turn + 1) >= r.nturns;
+      store_busy_tokens_ -= se.tokens;
       store_tokens_ -= se.tokens;  // replaced by its whole context
       se.tokens = 0;
       if (store_make_room(kv)) {
@@ -1445,6 +1479,7 @@ void ClusterSim::finish_turn(uint32_t a) {
         // Nothing left to evict (every other session is in a turn): not kept.
         ++store_rejected_;
         store_unlink(a);
+        se.last_use = now_;  // its next think time counts from here
         live_kv_tokens_ -= static_cast<double>(kv);
         r.kv_tokens = 0;
       }
@@ -1459,7 +1494,7 @@ void ClusterSim::finish_turn(uint32_t a) {
         clocks_[a].last_end = now_;
       }
       if (static_cast<uint32_t>(r.turn + 1) < r.nturns) {
-        tier_store(a, de_node_of(r.de), kv);
+        tier_store(a, de_node_of(r.de), r.kv_tokens);  // 0: the store did not keep it
         if (tier_[a].node == kNone) tier_lost(a);  // no room now: a prefetch may find some
       } else if (tier_[a].node != kNone) {
         tier_remove(a);
@@ -1524,12 +1559,16 @@ void ClusterSim::on_check() {
   const OnlineConfig& o = cfg_.online;
   // The tier's expired sessions leave it (their DRAM is free for others).
   for (TierNode& n : tier_nodes_) {
-    while (n.head != kNone && !tier_[n.head].pinned && !tier_[n.head].staging &&
-           now_ > tier_[n.head].expire) {
-      ++tier_expired_;
-      const uint32_t a = n.head;
-      tier_remove(a);
-      tier_lost(a);
+    // Stored order is expiry order: walk the expired head, past the entries a turn or a
+    // prefetch holds.
+    for (uint32_t v = n.head; v != kNone && now_ > tier_[v].expire;) {
+      const uint32_t next = tier_[v].next;
+      if (!tier_[v].pinned && !tier_[v].staging) {
+        ++tier_expired_;
+        tier_remove(v);
+        tier_lost(v);
+      }
+      v = next;
     }
   }
   gauges_.push_back({now_, live_kv_tokens_, static_cast<int>(agents_arrived_ - agents_finished_)});

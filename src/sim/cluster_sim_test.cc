@@ -117,6 +117,16 @@ TEST(ClusterSim, TheDramTierServesLaterTurnsWithoutStorageReads) {
   EXPECT_NEAR(on.hops.de_h2d, off.hops.de_h2d, 1.0);
   EXPECT_NEAR(on.storage_write_bytes, off.storage_write_bytes, 1.0);
 
+  // A tier under pressure (a few sessions per node): copies are evicted while other turns wait
+  // for placement with theirs; every hit still has exactly one source, and the tier never holds
+  // more than its budget.
+  cfg.de_dram_bytes = 4 * 32000.0 * static_cast<double>(cfg.model.stored_bytes_per_token());
+  const SimResult tight = *simulate(cfg, agents);
+  expect_hit_sources_add_up(cfg, tight);
+  EXPECT_GT(tight.dram_tier.evicted, 0);
+  EXPECT_GT(tight.dram_tier.hits, 0);
+  EXPECT_LE(tight.dram_tier.peak_bytes, cfg.de_dram_bytes * cfg.decode_nodes + 1);
+
   // A tier too small for any session keeps nothing.
   cfg.de_dram_bytes = 1e6;
   const SimResult tiny = *simulate(cfg, agents);
