@@ -440,13 +440,21 @@ class ClusterSim {
   void on_prefetch_done(uint32_t node, uint64_t version);
   void on_prefetch_due(uint32_t a);
   int prefetch_mode_ = 0;  // 0 never, 1 always, 2 predict
-  // Per agent, for prefetch: in a turn (arrival to its end), its last turn's end, its thinks.
+  // Per agent, for prefetch and session-aware eviction (allocated for either): in a turn
+  // (arrival to its end), its last turn's end, its think times so far (observed: arrival - last
+  // turn's end), and all sessions' together.
   struct SessionClock {
     bool in_turn = false;
     double last_end = 0, think_sum = 0;
     uint32_t thinks = 0;
   };
   std::vector<SessionClock> clocks_;
+  // A session's mean think time so far; all sessions' before its first; `none` before any.
+  double expected_think(uint32_t a, double none) const {
+    const SessionClock& c = clocks_[a];
+    if (c.thinks > 0) return c.think_sum / c.thinks;
+    return clock_thinks_ > 0 ? clock_think_sum_ / static_cast<double>(clock_thinks_) : none;
+  }
   std::vector<uint32_t> scratch_lost_;  // tier_store's evicted sessions
   std::vector<double> prefetch_job_bytes_;  // per agent: its prefetch in flight (0: none)
   double clock_think_sum_ = 0;
@@ -464,8 +472,6 @@ class ClusterSim {
     uint32_t prev = kNone, next = kNone;
     int64_t tokens = 0;
     double last_use = 0;
-    double think_sum = 0;  // its think times so far (observed: arrival - last turn's end)
-    uint32_t thinks = 0;
     bool busy = false, ended = false, listed = false;
   };
   bool store_bounded() const { return cfg_.store_capacity_bytes > 0; }
@@ -480,8 +486,6 @@ class ClusterSim {
   int64_t store_busy_tokens_ = 0;  // of store_tokens_, sessions in a turn (not evictable)
   double store_peak_tokens_ = 0, store_evicted_tokens_ = 0;
   int64_t store_evicted_sessions_ = 0, store_evicted_running_ = 0, store_rejected_ = 0;
-  double think_sum_all_ = 0;
-  int64_t thinks_all_ = 0;
   // Where each turn's hit came from (SimResult::hit_source_tokens).
   double src_dram_ = 0, src_pe_storage_ = 0, src_de_storage_ = 0, src_recompute_ = 0;
   int64_t recompute_turns_ = 0;
@@ -638,11 +642,9 @@ void ClusterSim::build() {
     tier_.assign(agents_.size(), TierEntry{});
     tier_nodes_.assign(nodes_.size(), TierNode{});
     prefetch_mode_ = cfg_.prefetch == "always" ? 1 : cfg_.prefetch == "predict" ? 2 : 0;
-    if (prefetch_on()) {
-      clocks_.assign(agents_.size(), SessionClock{});
-      prefetch_job_bytes_.assign(agents_.size(), 0.0);
-    }
+    if (prefetch_on()) prefetch_job_bytes_.assign(agents_.size(), 0.0);
   }
+  if (store_bounded() || prefetch_on()) clocks_.assign(agents_.size(), SessionClock{});
   if (online_) events_.push(cfg_.online.check_interval_s, kCheck, 0);
   agents_left_ = static_cast<int>(agents_.size());
   for (uint32_t a = 0; a < agents_.size(); ++a) {
@@ -716,11 +718,9 @@ bool ClusterSim::store_make_room(int64_t tokens) {
     // Ended sessions first, then those idle beyond twice their mean think time so far (all
     // sessions' mean before their first think; none observed yet: none is overdue).
     evict_while([](const StoreEntry& e) { return e.ended; });
-    const double all_mean =
-        thinks_all_ > 0 ? think_sum_all_ / static_cast<double>(thinks_all_) : 1e300;
     evict_while([&](const StoreEntry& e) {
-      const double mean = e.thinks > 0 ? e.think_sum / e.thinks : all_mean;
-      return now_ - e.last_use > 2 * mean;
+      const auto a = static_cast<uint32_t>(&e - store_.data());
+      return now_ - e.last_use > 2 * expected_think(a, 1e300);
     });
   }
   evict_while([](const StoreEntry&) { return true; });
@@ -755,12 +755,9 @@ void ClusterSim::tier_lost(uint32_t a) {
     return;
   }
   // predict: land it by the expected return, reading at the NIC's rate (twice, for slack).
-  const SessionClock& c = clocks_[a];
-  const double mean = c.thinks > 0 ? c.think_sum / c.thinks
-                      : clock_thinks_ > 0 ? clock_think_sum_ / static_cast<double>(clock_thinks_)
-                                          : 0.0;
   const double lead = 2 * kv_bytes(reqs_[a].kv_tokens) / snic_rate();
-  events_.push(std::max(now_, c.last_end + mean - lead), kPrefetchDue, a);
+  events_.push(std::max(now_, clocks_[a].last_end + expected_think(a, 0.0) - lead), kPrefetchDue,
+               a);
 }
 
 void ClusterSim::on_prefetch_due(uint32_t a) {
@@ -894,15 +891,18 @@ void ClusterSim::on_arrive(uint32_t a) {
     while (lead < full && stored_block_[plan.prefix_blocks[static_cast<size_t>(lead)]]) ++lead;
     cached = lead * plan.prefix_block_tokens;
   }
+  if (!clocks_.empty() && !r.addressed) {
+    SessionClock& c = clocks_[a];
+    if (r.turn > 0) {
+      c.think_sum += now_ - c.last_end;
+      c.thinks += 1;
+      clock_think_sum_ += now_ - c.last_end;
+      ++clock_thinks_;
+    }
+    c.in_turn = true;
+  }
   if (store_bounded() && !r.addressed) {
     StoreEntry& se = store_[a];
-    if (r.turn > 0) {
-      const double think = now_ - se.last_use;
-      se.think_sum += think;
-      se.thinks += 1;
-      think_sum_all_ += think;
-      ++thinks_all_;
-    }
     cached = std::min(cached, r.kv_tokens);  // 0 once its session was evicted
     se.busy = true;
     store_busy_tokens_ += se.tokens;
@@ -925,16 +925,6 @@ void ClusterSim::on_arrive(uint32_t a) {
   if (recompute_always_) in.path = ReadPath::kRecompute;
   if (tier_on() && !r.addressed) {
     TierEntry& te = tier_[a];
-    if (prefetch_on()) {
-      SessionClock& c = clocks_[a];
-      if (r.turn > 0) {
-        c.think_sum += now_ - c.last_end;
-        c.thinks += 1;
-        clock_think_sum_ += now_ - c.last_end;
-        ++clock_thinks_;
-      }
-      c.in_turn = true;
-    }
     if (te.node != kNone && te.staging) tier_remove(a);  // still being read: too late
     if (te.node != kNone && now_ > te.expire) {
       ++tier_expired_;
@@ -1463,6 +1453,10 @@ void ClusterSim::finish_turn(uint32_t a) {
     const int64_t kv = (r.prompt + r.gen) / block * block;
     live_kv_tokens_ += static_cast<double>(kv - r.kv_tokens);
     r.kv_tokens = kv;
+    if (!clocks_.empty()) {
+      clocks_[a].in_turn = false;
+      clocks_[a].last_end = now_;
+    }
     if (store_bounded()) {
       StoreEntry& se = store_[a];
       const bool last = static_cast<uint32_t>(r.turn + 1) >= r.nturns;
@@ -1479,7 +1473,6 @@ void ClusterSim::finish_turn(uint32_t a) {
         // Nothing left to evict (every other session is in a turn): not kept.
         ++store_rejected_;
         store_unlink(a);
-        se.last_use = now_;  // its next think time counts from here
         live_kv_tokens_ -= static_cast<double>(kv);
         r.kv_tokens = 0;
       }
@@ -1489,10 +1482,6 @@ void ClusterSim::finish_turn(uint32_t a) {
     // storage; the node keeps it for the next turn (a last turn's is dropped: the session
     // ended).
     if (tier_on()) {
-      if (prefetch_on()) {
-        clocks_[a].in_turn = false;
-        clocks_[a].last_end = now_;
-      }
       if (static_cast<uint32_t>(r.turn + 1) < r.nturns) {
         tier_store(a, de_node_of(r.de), r.kv_tokens);  // 0: the store did not keep it
         if (tier_[a].node == kNone) tier_lost(a);  // no room now: a prefetch may find some
