@@ -103,30 +103,29 @@ Result<sim::SimConfig> make_sim_config(const SimFlags& a) {
   if (a.think_time) cfg.think_time = true;
   if (a.adaptive_pd) cfg.adaptive.enabled = true;
   if (a.switch_s) cfg.adaptive.switch_s = *a.switch_s;
-  if (a.dram_tier) {
-    auto bytes = parse_size_bytes(*a.dram_tier);
+  // A size flag: bytes with an optional K, M, G or T suffix.
+  auto size_flag = [](const char* flag, const std::string& value, const char* what,
+                      const char* example, double& out) -> Status {
+    auto bytes = parse_size_bytes(value);
     if (!bytes.is_ok() || *bytes < 0)
       return Status::invalid_argument(fmt::format(
-          "--dram-tier '{}': give bytes per decode node with an optional K, M, G or T suffix, "
-          "e.g. --dram-tier 400G (0: off)",
-          *a.dram_tier));
-    cfg.de_dram_bytes = static_cast<double>(*bytes);
-  }
+          "{} '{}': give {} with an optional K, M, G or T suffix, e.g. {} {}", flag, value, what,
+          flag, example));
+    out = static_cast<double>(*bytes);
+    return Status::ok();
+  };
+  if (a.dram_tier)
+    DP_RETURN_IF_ERROR(size_flag("--dram-tier", *a.dram_tier, "bytes per decode node",
+                                 "400G (0: off)", cfg.de_dram_bytes));
   if (a.dram_ttl_s) {
     if (!(*a.dram_ttl_s > 0))
       return Status::invalid_argument(
           fmt::format("--dram-ttl {}: give seconds > 0, e.g. --dram-ttl 480", *a.dram_ttl_s));
     cfg.de_dram_ttl_s = *a.dram_ttl_s;
   }
-  if (a.store_capacity) {
-    auto bytes = parse_size_bytes(*a.store_capacity);
-    if (!bytes.is_ok() || *bytes < 0)
-      return Status::invalid_argument(fmt::format(
-          "--store-capacity '{}': give the store's bytes with an optional K, M, G or T suffix, "
-          "e.g. --store-capacity 2T (0: unbounded)",
-          *a.store_capacity));
-    cfg.store_capacity_bytes = static_cast<double>(*bytes);
-  }
+  if (a.store_capacity)
+    DP_RETURN_IF_ERROR(size_flag("--store-capacity", *a.store_capacity, "the store's bytes",
+                                 "2T (0: unbounded)", cfg.store_capacity_bytes));
   if (a.evict) {
     if (*a.evict != "lru" && *a.evict != "session")
       return Status::invalid_argument(fmt::format(
