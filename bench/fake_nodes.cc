@@ -113,6 +113,7 @@ class FakeNodes::Impl final : public pb::Node::Service {
         if (at == 0) {  // every node's setup names the same interval
           report_interval_ = std::chrono::milliseconds(std::max<int64_t>(
               1, reply.setup().report_interval_ms() > 0 ? reply.setup().report_interval_ms() : 100));
+          heartbeat_ = std::chrono::milliseconds(reply.setup().heartbeat_ms());
         }
         raw->thread = std::thread([this, raw] { session(*raw); });
         published_.store(at + 1, std::memory_order_release);
@@ -169,6 +170,7 @@ class FakeNodes::Impl final : public pb::Node::Service {
   grpc::Status Prepare(grpc::ServerContext*, const pb::PrepareRequest* req,
                        pb::PrepareReply*) override {
     prepare_.fetch_add(1, std::memory_order_relaxed);
+    calls_.fetch_add(1, std::memory_order_relaxed);
     remember(req->turn());
     return grpc::Status::OK;
   }
@@ -176,6 +178,7 @@ class FakeNodes::Impl final : public pb::Node::Service {
   grpc::Status Prefill(grpc::ServerContext*, const pb::PrefillRequest* req,
                        grpc::ServerWriter<pb::PrefillEvent>* writer) override {
     prefill_.fetch_add(1, std::memory_order_relaxed);
+    calls_.fetch_add(1, std::memory_order_relaxed);
     const int64_t now = clock_.now().count();
     const int64_t marker = remember(req->turn());
     if (marker >= 0) {
@@ -197,6 +200,7 @@ class FakeNodes::Impl final : public pb::Node::Service {
   grpc::Status Decode(grpc::ServerContext* ctx, const pb::DecodeRequest* req,
                       grpc::ServerWriter<pb::DecodeEvent>* writer) override {
     decode_.fetch_add(1, std::memory_order_relaxed);
+    calls_.fetch_add(1, std::memory_order_relaxed);
     Turn turn;
     {
       MutexLock lock(mu_);
@@ -311,11 +315,22 @@ class FakeNodes::Impl final : public pb::Node::Service {
     n.stream.reset();
   }
 
+  // A real node sends a report that repeats its last one only every heartbeat (node_main.cc).
+  // These nodes' loads never change, so they report as a real node with work would: every
+  // interval while any call came in since the last round (any node's: an upper bound on the
+  // real cost), else at the heartbeat.
   void report_loop() {
     MutexLock lock(mu_);
+    int64_t calls_seen = -1;
+    Duration sent_at{0};
     while (!stopping_) {
       (void)clock_.wait_until(cv_, lock, clock_.now() + report_interval_);
       if (stopping_) return;
+      const int64_t calls = calls_.load(std::memory_order_relaxed);
+      const Duration now = clock_.now();
+      if (calls == calls_seen && now - sent_at < heartbeat_) continue;
+      calls_seen = calls;
+      sent_at = now;
       lock.unlock();
       const size_t published = published_.load(std::memory_order_acquire);
       for (size_t i = 0; i < published; ++i) {
@@ -340,8 +355,10 @@ class FakeNodes::Impl final : public pb::Node::Service {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::atomic<size_t> published_{0};
   Duration report_interval_{std::chrono::milliseconds(100)};  // set before the reporter starts
+  Duration heartbeat_{0};                                      // likewise
   std::thread reporter_;
   std::atomic<int64_t> prepare_{0}, prefill_{0}, decode_{0}, tokens_{0}, reports_{0};
+  std::atomic<int64_t> calls_{0};  // prepares, prefills and decodes, for the reporter
 
   Mutex mu_;
   CondVar cv_;

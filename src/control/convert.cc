@@ -406,6 +406,7 @@ pb::NodeSetup to_proto(const engine::NodeSetup& s) {
   m.set_timeout_ms(std::chrono::duration_cast<std::chrono::milliseconds>(s.timeout).count());
   m.set_report_interval_ms(
       std::chrono::duration_cast<std::chrono::milliseconds>(s.report_interval).count());
+  m.set_heartbeat_ms(std::chrono::duration_cast<std::chrono::milliseconds>(s.heartbeat).count());
   m.set_buffer_ttl_ms(std::chrono::duration_cast<std::chrono::milliseconds>(s.buffer_ttl).count());
   m.set_transports(s.transports);
   m.set_net_devices(s.net_devices);
@@ -428,6 +429,7 @@ Result<engine::NodeSetup> from_proto(const pb::NodeSetup& m) {
   DP_RETURN_IF_ERROR(need(in_range(m.pipeline_depth(), 2, 64), "pipeline_depth"));
   DP_RETURN_IF_ERROR(need(in_range(m.timeout_ms(), 1, int64_t{1} << 40), "timeout_ms"));
   DP_RETURN_IF_ERROR(need(in_range(m.report_interval_ms(), 1, int64_t{1} << 30), "report_interval_ms"));
+  DP_RETURN_IF_ERROR(need(in_range(m.heartbeat_ms(), 0, int64_t{1} << 30), "heartbeat_ms"));
   DP_RETURN_IF_ERROR(need(in_range(m.buffer_ttl_ms(), 0, int64_t{1} << 40), "buffer_ttl_ms"));
   DP_RETURN_IF_ERROR(need(m.store_capacity_bytes() >= 0, "store_capacity_bytes"));
   DP_RETURN_IF_ERROR(need(std::isfinite(m.store_fault_rate()) && m.store_fault_rate() >= 0 &&
@@ -483,6 +485,7 @@ Result<engine::NodeSetup> from_proto(const pb::NodeSetup& m) {
   s.compute_slots = m.compute_slots();
   s.timeout = std::chrono::milliseconds(m.timeout_ms());
   s.report_interval = std::chrono::milliseconds(m.report_interval_ms());
+  s.heartbeat = std::chrono::milliseconds(m.heartbeat_ms());
   s.buffer_ttl = std::chrono::milliseconds(m.buffer_ttl_ms());
   s.transports = m.transports();
   s.net_devices = m.net_devices();

@@ -96,9 +96,14 @@ TEST(Convert, SetupHelloAndRepliesRoundTrip) {
   s.dram_buffer_bytes = 1 << 20;
   s.hbm_bytes = 2 << 20;
   s.timeout = std::chrono::seconds(7);
+  s.heartbeat = std::chrono::milliseconds(250);
   auto back = from_proto(to_proto(s));
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_TRUE(*back == s);
+  EXPECT_EQ(back->heartbeat, std::chrono::milliseconds(250));
+  pb::NodeSetup negative = to_proto(s);
+  negative.set_heartbeat_ms(-1);
+  EXPECT_FALSE(from_proto(negative).is_ok());
 
   engine::NodeHello h;
   h.role = engine::NodeRole::kPrefill;

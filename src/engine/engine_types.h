@@ -126,6 +126,8 @@ struct LoadReport {
   uint64_t dram_bytes = 0;
   std::vector<uint64_t> hbm_used_bytes;  // per engine
   int64_t requests = 0;                  // requests the node holds state for (prepared, running)
+
+  bool operator==(const LoadReport&) const = default;
 };
 
 // What a node's peers need to move KV to and from it: its UCX worker address and its memory

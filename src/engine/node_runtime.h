@@ -57,6 +57,9 @@ struct NodeSetup {
   Duration timeout = std::chrono::seconds(30);
   // How often the node sends its load report (its lease renewal) to the scheduler.
   Duration report_interval = std::chrono::milliseconds(100);
+  // A report equal to the last one sent goes only this often: an idle node renews its lease
+  // without costing the scheduler a message every interval (0: every report_interval).
+  Duration heartbeat{0};
   // A prepared DE buffer whose decode never comes is freed after this (0: 2 x timeout).
   Duration buffer_ttl{0};
   std::string transports = "sm,self";

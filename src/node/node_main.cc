@@ -204,6 +204,9 @@ SessionEnd serve_session(pb::Scheduler::Stub& stub,
     const Duration stall = std::max(kDataPlaneStall, 5 * interval);
     const Duration join_deadline = rt.clock().now() + kSetupTimeout;
     bool stuck = false;
+    // The last report sent and when: an unchanged one waits for the heartbeat.
+    std::optional<engine::LoadReport> sent;
+    Duration sent_at{0};
     MutexLock lock(mu);
     for (;;) {
       (void)rt.clock().wait_until(cv, lock, rt.clock().now() + interval);
@@ -236,9 +239,15 @@ SessionEnd serve_session(pb::Scheduler::Stub& stub,
       }
       bool ok = true;
       if (healthy) {
-        pb::SessionMessage m;
-        *m.mutable_report() = control::to_proto(service.report());
-        ok = stream->Write(m);
+        engine::LoadReport report = service.report();
+        const Duration now = rt.clock().now();
+        if (!sent || !(*sent == report) || now - sent_at >= rt.setup().heartbeat) {
+          pb::SessionMessage m;
+          *m.mutable_report() = control::to_proto(report);
+          ok = stream->Write(m);
+          sent = std::move(report);
+          sent_at = now;
+        }
       }
       lock.lock();
       if (!ok) return;  // the read below sees the stream end too

@@ -258,6 +258,7 @@ engine::NodeSetup SchedulerService::setup_for(const NodeId& id) const {
   setup.pipeline_depth = cfg.pipeline_depth;
   setup.timeout = cfg.request_timeout;
   setup.report_interval = config_.scheduler.report_interval;
+  setup.heartbeat = heartbeat_of(config_.scheduler);
   setup.transports = cfg.transport.context.transports;
   setup.net_devices = cfg.transport.context.net_devices;
   setup.poll_us = cfg.transport.poll_us;

@@ -19,6 +19,7 @@
 //
 // Errors name the key, the value and the fix. Thread-compatible (a value type).
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -54,6 +55,13 @@ struct SchedulerSettings : sched::SchedulerSettings {
   std::string cluster_key;
   Duration fetch_interval() const { return from_seconds(fetch_interval_s); }
 };
+
+// How often a node whose load has not changed still reports (NodeSetup::heartbeat): a quarter of
+// the lease, and never less than the report interval. An idle node renews its lease at least
+// three times before it could expire; a busy one reports every interval as before.
+inline Duration heartbeat_of(const SchedulerSettings& s) {
+  return std::max(s.report_interval, s.lease_ttl / 4);
+}
 
 struct ServeConfig {
   engine::EngineConfig engine;

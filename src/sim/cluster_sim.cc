@@ -336,8 +336,8 @@ class ClusterSim {
 
   // Online (cfg_.online.enabled() or a timestamped trace).
   bool online_ = false, trace_ = false, stopped_ = false;
-  bool slo_hit_only_ = false;
-  bool recompute_always_ = false;  // cfg_.recompute == "always"  // cfg_.online.slo_turns == "hit"
+  bool slo_hit_only_ = false;      // cfg_.online.slo_turns == "hit"
+  bool recompute_always_ = false;  // cfg_.recompute == "always"
   std::string stop_reason_;
   OnlineStopRule stop_rule_;
   struct Gauge {
