@@ -34,6 +34,31 @@ std::vector<Assignment> schedule_de(std::deque<RequestInfo>& queue,
   const double z = params.z_factor * static_cast<double>(prefix_len + tok_sum) /
                    static_cast<double>(engines.size());
 
+  // Ties between engines go to the one whose node holds the fewest requests, then to the lowest
+  // index. The paper does not say; by index alone, an idle group filled its first node's
+  // engines first, and with 8 engines per node the last nodes of a group took no turn at all,
+  // their storage NICs idle while the first ones' queued (docs/serve.md, Measured: why the
+  // simulator's PE nodes read 1.8x a DE node). Without engine_nodes, by index.
+  // slot[e]: engine e's node among the group's distinct nodes; node_seq[slot]: its requests.
+  const bool by_node = engine_nodes.size() == engines.size();
+  std::vector<int> nodes, slot(engines.size(), 0);
+  std::vector<int64_t> node_seq;
+  for (size_t e = 0; by_node && e < engines.size(); ++e) {
+    size_t s = 0;
+    while (s < nodes.size() && nodes[s] != engine_nodes[e]) ++s;
+    if (s == nodes.size()) {
+      nodes.push_back(engine_nodes[e]);
+      node_seq.push_back(0);
+    }
+    slot[e] = static_cast<int>(s);
+    node_seq[s] += engines[e].seq;
+  }
+  // Is engine e a better pick than `best` at the same key (seq, or tok)?
+  auto fewer_on_node = [&](int e, int best) {
+    return by_node && node_seq[static_cast<size_t>(slot[static_cast<size_t>(e)])] <
+                          node_seq[static_cast<size_t>(slot[static_cast<size_t>(best)])];
+  };
+
   while (!queue.empty()) {
     const RequestInfo& r = queue.front();
     int best_low = -1;   // fits and stays under Z: balance requests (seq)
@@ -42,9 +67,17 @@ std::vector<Assignment> schedule_de(std::deque<RequestInfo>& queue,
       const DeEngineLoad& load = engines[static_cast<size_t>(e)];
       if (load.free_hbm_bytes < r.hbm_need_bytes) continue;
       if (static_cast<double>(load.tok + r.tokens) <= z) {
-        if (best_low < 0 || load.seq < engines[static_cast<size_t>(best_low)].seq) best_low = e;
-      } else if (best_high < 0 || load.tok < engines[static_cast<size_t>(best_high)].tok) {
+        if (best_low < 0) {
+          best_low = e;
+          continue;
+        }
+        const int64_t s = engines[static_cast<size_t>(best_low)].seq;
+        if (load.seq < s || (load.seq == s && fewer_on_node(e, best_low))) best_low = e;
+      } else if (best_high < 0) {
         best_high = e;
+      } else {
+        const int64_t t = engines[static_cast<size_t>(best_high)].tok;
+        if (load.tok < t || (load.tok == t && fewer_on_node(e, best_high))) best_high = e;
       }
     }
     int de = best_low >= 0 ? best_low : best_high;
@@ -71,6 +104,7 @@ std::vector<Assignment> schedule_de(std::deque<RequestInfo>& queue,
     load.tok += r.tokens;
     load.seq += 1;
     load.free_hbm_bytes -= r.hbm_need_bytes;
+    if (by_node) node_seq[static_cast<size_t>(slot[static_cast<size_t>(de)])] += 1;
     assigned.push_back({r.id, de});
     queue.pop_front();
   }

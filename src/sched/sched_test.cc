@@ -119,6 +119,34 @@ TEST(DeScheduler, EndsTheFetchWhenNoEngineHasHbmForTheHead) {
   EXPECT_NE(a[0].engine, a[1].engine);
 }
 
+// Ties between engines go to the node with the fewest requests: an idle group of two nodes with
+// four engines each takes four requests on alternate nodes, not on the first node's engines.
+TEST(DeScheduler, TiesGoToTheNodeWithFewestRequests) {
+  const std::vector<int> nodes = {10, 10, 10, 10, 11, 11, 11, 11};
+  std::vector<DeEngineLoad> engines(8, DeEngineLoad{0, 0, 100.0});
+  auto q = requests({100, 100, 100, 100});
+  auto a = schedule_de(q, engines, {}, nodes);
+  ASSERT_EQ(a.size(), 4u);
+  std::vector<int> on_node(2, 0);
+  for (const Assignment& x : a) ++on_node[static_cast<size_t>(nodes[static_cast<size_t>(x.engine)] - 10)];
+  EXPECT_EQ(on_node, (std::vector<int>{2, 2}));
+  EXPECT_EQ(a[0].engine, 0);  // then the lowest index
+  EXPECT_EQ(a[1].engine, 4);
+  // A node already holding more requests loses the tie at equal engine loads.
+  std::vector<DeEngineLoad> busy = {{3, 500, 100.0}, {0, 0, 100.0}, {0, 0, 100.0}, {1, 100, 100.0}};
+  auto q2 = requests({100});
+  auto b = schedule_de(q2, busy, {}, std::vector<int>{1, 1, 2, 2});
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].engine, 2);
+  // Without the engines' nodes: by index, as before.
+  std::vector<DeEngineLoad> plain(8, DeEngineLoad{0, 0, 100.0});
+  auto q3 = requests({100, 100});
+  auto c = schedule_de(q3, plain, {});
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].engine, 0);
+  EXPECT_EQ(c[1].engine, 1);
+}
+
 TEST(DeScheduler, AffinityTakesTheHoldingNodeWhileItStaysNearItsShare) {
   // Engines 0, 1 on node 7, engines 2, 3 on node 8. The request's hit sits in node 8's DRAM.
   const std::vector<int> nodes = {7, 7, 8, 8};
