@@ -44,7 +44,8 @@ std::vector<Assignment> schedule_de(std::deque<RequestInfo>& queue,
   std::vector<int> nodes, slot(engines.size(), 0);
   std::vector<int64_t> node_seq;
   for (size_t e = 0; by_node && e < engines.size(); ++e) {
-    size_t s = 0;
+    // A node's engines are usually adjacent: try the last node first.
+    size_t s = !nodes.empty() && nodes.back() == engine_nodes[e] ? nodes.size() - 1 : 0;
     while (s < nodes.size() && nodes[s] != engine_nodes[e]) ++s;
     if (s == nodes.size()) {
       nodes.push_back(engine_nodes[e]);
