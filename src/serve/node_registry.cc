@@ -314,6 +314,11 @@ void NodeRegistry::mark_dead(int node, const Status& why) {
     client = std::move(s.client);
     session = s.session;
   }
+  // The placer first: the calls failed below retry or migrate at once, and must not be placed on
+  // this node again. (Told after them, a migrating turn went back to the dead node, found no
+  // client, and spent every attempt in a microsecond; the netns partition test caught it once
+  // the DE tie-break stopped preferring node 0.)
+  if (listener_.on_alive) listener_.on_alive(node, false);
   // Every call in flight to it fails now, with the reason.
   if (client) client->close(why);
   if (listener_.on_dead) listener_.on_dead(node, why, session);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <thread>
 
@@ -75,6 +76,9 @@ struct Fixture {
     o.lease_ttl = 1s;
     o.join_timeout = 10s;
     RegistryListener l;
+    l.on_alive = [this](int node, bool alive) {
+      if (!alive) told_dead[static_cast<size_t>(node)].store(true, std::memory_order_release);
+    };
     l.on_dead = [this](int node, const Status& why, const std::string&) {
       MutexLock lock(mu);
       dead.emplace_back(node, why.message());
@@ -91,6 +95,7 @@ struct Fixture {
   FakeNode pe, de;
   Mutex mu;
   std::vector<std::pair<int, std::string>> dead;
+  std::array<std::atomic<bool>, 2> told_dead{};  // on_alive(node, false) came
   std::unique_ptr<NodeRegistry> registry;
 };
 
@@ -148,8 +153,10 @@ TEST(NodeRegistry, ALeaseRunsOutOnTheClockAndTheDeadNodesCallsFailAtOnce) {
   ASSERT_TRUE(f.registry->join(d->session, hello_of(engine::NodeRole::kDecode, 0)).is_ok());
   // A call in flight to the decode node, with a deadline far away.
   Status in_flight;
+  bool placer_knew = false;  // when the call failed, the owner had been told the node is dead
   std::thread caller([&] {
     in_flight = f.registry->client(1)->prepare(pb::PrepareRequest(), 300s).status();
+    placer_knew = f.told_dead[1].load(std::memory_order_acquire);
   });
   while (!f.de.entered_.load(std::memory_order_acquire)) std::this_thread::sleep_for(1ms);
   f.clock.advance(600ms);
@@ -162,6 +169,9 @@ TEST(NodeRegistry, ALeaseRunsOutOnTheClockAndTheDeadNodesCallsFailAtOnce) {
   EXPECT_TRUE(in_flight.is_unavailable()) << in_flight.to_string();
   EXPECT_NE(in_flight.message().find("no load report for 1.0 s"), std::string::npos)
       << in_flight.message();
+  // Its failed calls retry at once: the placer must already know (else they go back to it).
+  EXPECT_TRUE(placer_knew);
+  EXPECT_FALSE(f.told_dead[0].load());
   EXPECT_FALSE(f.registry->alive(1));
   EXPECT_TRUE(f.registry->alive(0));
   EXPECT_EQ(f.registry->client(1), nullptr);
