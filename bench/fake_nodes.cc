@@ -13,6 +13,7 @@
 #include "common/mutex.h"
 #include "control/control.grpc.pb.h"
 #include "control/convert.h"
+#include "control/report_pacer.h"
 #include "control/rpc.h"
 #include "engine/token_batcher.h"
 
@@ -321,16 +322,16 @@ class FakeNodes::Impl final : public pb::Node::Service {
   // real cost), else at the heartbeat.
   void report_loop() {
     MutexLock lock(mu_);
-    int64_t calls_seen = -1;
-    Duration sent_at{0};
+    int64_t calls_seen = 0;
+    control::ReportPacer pacer(heartbeat_);
     while (!stopping_) {
       (void)clock_.wait_until(cv_, lock, clock_.now() + report_interval_);
       if (stopping_) return;
       const int64_t calls = calls_.load(std::memory_order_relaxed);
       const Duration now = clock_.now();
-      if (calls == calls_seen && now - sent_at < heartbeat_) continue;
+      if (!pacer.due(calls != calls_seen, now)) continue;
       calls_seen = calls;
-      sent_at = now;
+      pacer.sent(now);
       lock.unlock();
       const size_t published = published_.load(std::memory_order_acquire);
       for (size_t i = 0; i < published; ++i) {

@@ -22,6 +22,7 @@
 #include "control/control.grpc.pb.h"
 #include "control/convert.h"
 #include "control/credential.h"
+#include "control/report_pacer.h"
 #include "control/rpc.h"
 #include "engine/decode_engine.h"
 #include "engine/node_runtime.h"
@@ -204,9 +205,9 @@ SessionEnd serve_session(pb::Scheduler::Stub& stub,
     const Duration stall = std::max(kDataPlaneStall, 5 * interval);
     const Duration join_deadline = rt.clock().now() + kSetupTimeout;
     bool stuck = false;
-    // The last report sent and when: an unchanged one waits for the heartbeat.
-    std::optional<engine::LoadReport> sent;
-    Duration sent_at{0};
+    // The last report sent: an unchanged one waits for the heartbeat.
+    engine::LoadReport sent;
+    control::ReportPacer pacer(rt.setup().heartbeat);
     MutexLock lock(mu);
     for (;;) {
       (void)rt.clock().wait_until(cv, lock, rt.clock().now() + interval);
@@ -241,12 +242,12 @@ SessionEnd serve_session(pb::Scheduler::Stub& stub,
       if (healthy) {
         engine::LoadReport report = service.report();
         const Duration now = rt.clock().now();
-        if (!sent || !(*sent == report) || now - sent_at >= rt.setup().heartbeat) {
+        if (pacer.due(!(report == sent), now)) {
           pb::SessionMessage m;
           *m.mutable_report() = control::to_proto(report);
           ok = stream->Write(m);
           sent = std::move(report);
-          sent_at = now;
+          pacer.sent(now);
         }
       }
       lock.lock();
