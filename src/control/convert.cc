@@ -69,18 +69,25 @@ Result<CheckedTurn> check_turn(const pb::TurnSpec& t, int64_t block_tokens, std:
   }
   const int64_t pb_ = t.pe_read().begin_tokens(), pe_ = t.pe_read().end_tokens();
   const int64_t db = t.de_read().begin_tokens(), de = t.de_read().end_tokens();
-  const bool pe_empty = pe_ <= pb_, de_empty = de <= db;
-  // The plan's shape (sched::plan_turn): the PE side reads [0, x), the DE side [x, hit).
-  bool shape = (pe_empty || (pb_ == 0 && pe_ <= hit)) && (de_empty || (db >= 0 && de == hit)) &&
-               (pe_empty || de_empty || pe_ == db);
-  for (int64_t v : {pb_, pe_, db, de}) shape = shape && v >= 0 && v % block_tokens == 0;
+  const int64_t mb = t.de_dram().begin_tokens(), me = t.de_dram().end_tokens();
+  const bool pe_empty = pe_ <= pb_, de_empty = de <= db, dram_empty = me <= mb;
+  // The plan's shape (sched::plan_turn): the DE's DRAM tier serves [0, m), the PE side reads
+  // [m, x), the DE side [x, hit).
+  const int64_t start = dram_empty ? 0 : me;
+  bool shape = (dram_empty || (mb == 0 && me <= hit)) &&
+               (pe_empty || (pb_ == start && pe_ <= hit)) &&
+               (de_empty || (db >= start && de == hit)) && (pe_empty || de_empty || pe_ == db);
+  for (int64_t v : {pb_, pe_, db, de, mb, me}) shape = shape && v >= 0 && v % block_tokens == 0;
   if (!shape) {
     return bad(what, "read ranges",
-               fmt::format("pe [{}, {}) and de [{}, {}) are not the plan's split of a {}-token hit",
-                           pb_, pe_, db, de, hit));
+               fmt::format("de_dram [{}, {}), pe [{}, {}) and de [{}, {}) are not the plan's split "
+                           "of a {}-token hit",
+                           mb, me, pb_, pe_, db, de, hit));
   }
-  if (t.no_io() && (!pe_empty || !de_empty))
+  if (t.no_io() && (!pe_empty || !de_empty || !dram_empty))
     return bad(what, "no_io", "comes with a storage read");
+  if (!dram_empty && c.path != sched::ReadPath::kDe && c.path != sched::ReadPath::kSplit)
+    return bad(what, "de_dram", "comes with a path on which the DE node pushes nothing");
   if (t.cache_namespace().size() > engine::kMaxCacheNamespaceBytes) {
     return bad(what, "cache_namespace",
                fmt::format("is longer than {} bytes", engine::kMaxCacheNamespaceBytes));
@@ -165,6 +172,10 @@ pb::TurnSpec turn_spec(const sched::TurnPlan& plan,
   t.mutable_pe_read()->set_end_tokens(plan.pe_read.end_tokens);
   t.mutable_de_read()->set_begin_tokens(plan.de_read.begin_tokens);
   t.mutable_de_read()->set_end_tokens(plan.de_read.end_tokens);
+  if (!plan.de_dram.empty()) {
+    t.mutable_de_dram()->set_begin_tokens(plan.de_dram.begin_tokens);
+    t.mutable_de_dram()->set_end_tokens(plan.de_dram.end_tokens);
+  }
   t.set_de_pushes_layers(plan.de_pushes_layers);
   t.set_no_io(plan.no_io);
   put_sampling(t.mutable_sampling(), sampling);
@@ -183,6 +194,7 @@ Result<engine::PrepareRequest> prepare_request(const pb::PrepareRequest& m, int6
   r.gen_tokens = t.gen_tokens();
   r.read_hits = t.de_read().end_tokens() > t.de_read().begin_tokens();
   r.read_from_tokens = r.read_hits ? t.de_read().begin_tokens() : 0;
+  r.dram_tokens = std::max<int64_t>(0, t.de_dram().end_tokens());
   r.oracle = t.no_io();
   r.engine = m.engine();
   r.sampling = sampling_of(t.sampling());
@@ -204,7 +216,10 @@ Result<engine::PrefillRequest> prefill_request(const pb::PrefillRequest& m, int6
   r.de_dram_offset = m.de_dram_offset();
   r.pe_engine = m.engine();
   r.sampling = sampling_of(t.sampling());
-  r.pe_read_tokens = c.path == sched::ReadPath::kSplit ? t.pe_read().end_tokens() : 0;
+  // A split read's PE part: its length, and where it begins (after the DE DRAM tier's part).
+  const int64_t pe_part = std::max<int64_t>(0, t.pe_read().end_tokens() - t.pe_read().begin_tokens());
+  r.pe_read_tokens = c.path == sched::ReadPath::kSplit ? pe_part : 0;
+  r.pe_read_from_tokens = c.path == sched::ReadPath::kSplit && pe_part > 0 ? t.pe_read().begin_tokens() : 0;
   r.cache_namespace = t.cache_namespace();
   return r;
 }
@@ -222,13 +237,15 @@ pb::HopBytes to_proto(const engine::HopBytes& b) {
   m.set_pd_transfer(b.pd_transfer);
   m.set_de_h2d(b.de_h2d);
   m.set_persist(b.persist);
+  m.set_de_dram(b.de_dram);
   return m;
 }
 
 Result<engine::HopBytes> from_proto(const pb::HopBytes& m) {
-  engine::HopBytes b{m.storage_read(), m.pe_h2d(), m.de_to_pe(),
-                     m.pd_transfer(),  m.de_h2d(), m.persist()};
-  for (int64_t v : {b.storage_read, b.pe_h2d, b.de_to_pe, b.pd_transfer, b.de_h2d, b.persist}) {
+  engine::HopBytes b{m.storage_read(), m.pe_h2d(), m.de_to_pe(), m.pd_transfer(),
+                     m.de_h2d(),       m.persist(), m.de_dram()};
+  for (int64_t v :
+       {b.storage_read, b.pe_h2d, b.de_to_pe, b.pd_transfer, b.de_h2d, b.persist, b.de_dram}) {
     if (v < 0) return bad("reply", "bytes", "holds a negative count");
   }
   return b;
@@ -408,6 +425,9 @@ pb::NodeSetup to_proto(const engine::NodeSetup& s) {
       std::chrono::duration_cast<std::chrono::milliseconds>(s.report_interval).count());
   m.set_heartbeat_ms(std::chrono::duration_cast<std::chrono::milliseconds>(s.heartbeat).count());
   m.set_buffer_ttl_ms(std::chrono::duration_cast<std::chrono::milliseconds>(s.buffer_ttl).count());
+  m.set_dram_tier_bytes(s.dram_tier_bytes);
+  m.set_dram_tier_ttl_ms(
+      std::chrono::duration_cast<std::chrono::milliseconds>(s.dram_tier_ttl).count());
   m.set_transports(s.transports);
   m.set_net_devices(s.net_devices);
   m.set_poll_us(s.poll_us);
@@ -431,6 +451,7 @@ Result<engine::NodeSetup> from_proto(const pb::NodeSetup& m) {
   DP_RETURN_IF_ERROR(need(in_range(m.report_interval_ms(), 1, int64_t{1} << 30), "report_interval_ms"));
   DP_RETURN_IF_ERROR(need(in_range(m.heartbeat_ms(), 0, int64_t{1} << 30), "heartbeat_ms"));
   DP_RETURN_IF_ERROR(need(in_range(m.buffer_ttl_ms(), 0, int64_t{1} << 40), "buffer_ttl_ms"));
+  DP_RETURN_IF_ERROR(need(in_range(m.dram_tier_ttl_ms(), 0, int64_t{1} << 40), "dram_tier_ttl_ms"));
   DP_RETURN_IF_ERROR(need(m.store_capacity_bytes() >= 0, "store_capacity_bytes"));
   DP_RETURN_IF_ERROR(need(std::isfinite(m.store_fault_rate()) && m.store_fault_rate() >= 0 &&
                               m.store_fault_rate() <= 0.5,
@@ -487,6 +508,8 @@ Result<engine::NodeSetup> from_proto(const pb::NodeSetup& m) {
   s.report_interval = std::chrono::milliseconds(m.report_interval_ms());
   s.heartbeat = std::chrono::milliseconds(m.heartbeat_ms());
   s.buffer_ttl = std::chrono::milliseconds(m.buffer_ttl_ms());
+  s.dram_tier_bytes = m.dram_tier_bytes();
+  s.dram_tier_ttl = std::chrono::milliseconds(m.dram_tier_ttl_ms());
   s.transports = m.transports();
   s.net_devices = m.net_devices();
   s.poll_us = m.poll_us();

@@ -61,8 +61,7 @@ void DecodeEngine::push_loop() {
       if (d.status.is_ok()) {
         // relaxed: read by the decode after the push's answer, which orders it (decode_engine.h)
         p.request->de_to_pe_bytes.fetch_add(
-            (p.request->hit_blocks - p.request->first_read_block) *
-                static_cast<int64_t>(rt_.layout().layer_block_bytes()),
+            p.request->pushed_blocks() * static_cast<int64_t>(rt_.layout().layer_block_bytes()),
             std::memory_order_relaxed);
       }
       answer_push(p.msg, p.pe, p.request, d.status);
@@ -143,10 +142,12 @@ void DecodeEngine::start_push(const PushLayerMsg& msg) {
     return;
   }
   std::vector<transport::RmaRequest> puts;
-  for (int64_t b = r->first_read_block; b < r->hit_blocks; ++b) {
+  auto push_block = [&](int64_t b) {
     puts.push_back({r->buffer.bytes().subspan(b * fb + msg.layer * lb, lb),
                     pe->hbm[msg.pe_engine].get(), msg.pe_hbm_offset_bytes + b * lb});
-  }
+  };
+  for (int64_t b = 0; b < r->dram_blocks; ++b) push_block(b);
+  for (int64_t b = r->first_read_block; b < r->hit_blocks; ++b) push_block(b);
   const uint64_t key = next_push_key_++;
   transport::OpOptions options;
   // On the progress thread: only queue the completion for this thread.
@@ -206,6 +207,13 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
         "and only with read_hits",
         p.request_id, p.read_from_tokens, bt, p.hit_tokens));
   }
+  if (p.dram_tokens < 0 || p.dram_tokens % bt != 0 || p.dram_tokens > p.hit_tokens ||
+      (p.read_hits && p.dram_tokens > p.read_from_tokens)) {
+    return Status::invalid_argument(fmt::format(
+        "request {}: dram_tokens {} must be whole blocks of {} leading the hit's {} tokens, "
+        "before the DE side's read from {}",
+        p.request_id, p.dram_tokens, bt, p.hit_tokens, p.read_from_tokens));
+  }
   const int64_t blocks = (n + p.gen_tokens + bt - 1) / bt;
   // Oracle: the KV is taken to be in HBM already, so the request needs no DE buffer. A full
   // buffer is backpressure: the request waits for room (the simulator's buffer wait).
@@ -218,25 +226,41 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
   r->hit_blocks = p.hit_tokens / bt;
   // The DE read path reads every hit block; a split read those after the PE side's part.
   r->first_read_block = p.read_hits ? p.read_from_tokens / bt : r->hit_blocks;
+  r->dram_blocks = p.oracle ? 0 : p.dram_tokens / bt;
   HopBytes bytes;
-  if (r->first_read_block < r->hit_blocks) {
+  if (r->first_read_block < r->hit_blocks || r->dram_blocks > 0) {
     const auto keys =
         store::block_key_chain(kv_fingerprint(rt_.setup().backend),
                                std::span(p.tokens).first(p.hit_tokens), bt, p.cache_namespace);
     std::vector<store::ReadRequest> reads;
+    std::vector<int64_t> read_block;  // reads[i] is hit block read_block[i]
+    // The DRAM tier's part: what it holds is copied, what it lost since the scheduler looked
+    // (evicted, expired, a restarted node) is read from storage with the rest.
+    store::DramTier* tier = rt_.dram_tier();
+    for (int64_t b = 0; b < r->dram_blocks; ++b) {
+      std::span<std::byte> out = r->buffer.bytes().subspan(b * fb, fb);
+      if (tier != nullptr && tier->read(keys[b], out)) {
+        bytes.de_dram += static_cast<int64_t>(fb);
+      } else {
+        reads.push_back({keys[b], out});
+        read_block.push_back(b);
+      }
+    }
     for (int64_t b = r->first_read_block; b < r->hit_blocks; ++b) {
       reads.push_back({keys[b], r->buffer.bytes().subspan(b * fb, fb)});
+      read_block.push_back(b);
     }
-    DP_ASSIGN_OR_RETURN(store::IoBatch batch, rt_.store().read(reads));
-    const int64_t read_blocks = r->hit_blocks - r->first_read_block;
-    DP_RETURN_IF_ERROR(
-        batch.wait_for(deadline - clock.now()),
-        "request {}: storage read of {} blocks", p.request_id, read_blocks);
-    for (int64_t i = 0; i < read_blocks; ++i) {
-      DP_RETURN_IF_ERROR(batch.results()[i], "request {}: hit block {} of {}", p.request_id,
-                         r->first_read_block + i, r->hit_blocks);
+    if (!reads.empty()) {
+      DP_ASSIGN_OR_RETURN(store::IoBatch batch, rt_.store().read(reads));
+      const auto read_blocks = static_cast<int64_t>(reads.size());
+      DP_RETURN_IF_ERROR(batch.wait_for(deadline - clock.now()),
+                         "request {}: storage read of {} blocks", p.request_id, read_blocks);
+      for (int64_t i = 0; i < read_blocks; ++i) {
+        DP_RETURN_IF_ERROR(batch.results()[i], "request {}: hit block {} of {}", p.request_id,
+                           read_block[i], r->hit_blocks);
+      }
+      bytes.storage_read = read_blocks * static_cast<int64_t>(fb);
     }
-    bytes.storage_read = read_blocks * static_cast<int64_t>(fb);
   }
   const uint64_t offset = r->buffer.offset_bytes();
   {
@@ -322,6 +346,28 @@ Status DecodeEngine::finish_persist(PendingPersist& p, HopBytes& bytes) {
   DP_RETURN_IF_ERROR(p.batch.results()[0], "persist block {}", p.block);
   bytes.persist += static_cast<int64_t>(p.staging.size_bytes());
   return Status::ok();
+}
+
+void DecodeEngine::keep_in_tier(std::span<const store::BlockKey> keys,
+                                std::span<const std::byte> hbm,
+                                int64_t layer_stride_bytes) {
+  store::DramTier* tier = rt_.dram_tier();
+  if (tier == nullptr || keys.empty()) return;
+  const store::BlockLayout& layout = rt_.layout();
+  const auto lb = static_cast<size_t>(layout.layer_block_bytes());
+  const auto fb = static_cast<size_t>(layout.full_block_bytes());
+  const int64_t row = layout.bytes_per_token_per_layer;
+  if (keys.size() * fb > tier->stats().capacity_bytes) return;  // it would not be kept
+  std::vector<std::byte> blocks(keys.size() * fb);
+  for (size_t b = 0; b < keys.size(); ++b) {
+    for (int64_t l = 0; l < layout.layers; ++l) {
+      const auto from = hbm.subspan(l * layer_stride_bytes + static_cast<int64_t>(b) *
+                                                                  layout.block_tokens * row,
+                                    lb);
+      std::copy(from.begin(), from.end(), blocks.begin() + b * fb + l * lb);
+    }
+  }
+  (void)tier->store(keys, blocks);
 }
 
 Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const TokenSink& sink) {
@@ -471,6 +517,7 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
     if (!persisting.empty()) advance_all();
   }
   while (!persisting.empty()) finish_oldest();
+  if (persist) keep_in_tier(keys, hbm_bytes, stride);
   flush(true);
   const double decode_s = to_seconds(clock.now() - start);
   DecodeReply reply;

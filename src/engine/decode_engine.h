@@ -4,7 +4,9 @@
 // arena and traffic manager serve it; the DE buffer is the node's.
 //
 //   prepare: allocate the request's DE buffer (Full Blocks for prompt + generation) and, on the
-//            DE read path, read the hit blocks into it from storage (the DE node's SNIC).
+//            DE read path, read the hit blocks into it from storage (the DE node's SNIC). The
+//            leading dram_tokens come from the node's DRAM tier instead (issue 35): a block it
+//            no longer holds is read from storage with the rest.
 //   push:    (DE read path, asked by the PE per layer) put layer l's hit Layer Blocks from the DE
 //            buffer into the PE's HBM slot, then answer kLayerPushedAm.
 //            The PE meanwhile puts the layer's miss KV (or, on the PE path, hit + miss KV)
@@ -17,6 +19,10 @@
 //            run behind the decode (up to kPersistsInFlight per request) and the turn ends once
 //            all are durable. A block that cannot be persisted (no staging room, a failed
 //            write) is skipped and counted: the cache degrades, the turn does not fail.
+//            With a DRAM tier, the sequence's whole blocks are then kept in it (Full Block
+//            layout) for the session's next turn. The CPU emulation copies them from the HBM
+//            arena (host memory here); on a GPU the prompt's blocks are in the DE buffer at
+//            decode start and the generated ones pass through the staging leases.
 //
 // Lifetimes. A prepared request whose decode never comes (its scheduler died, its PE failed and
 // the release was lost) is freed by reap_expired() once it is older than the setup's buffer TTL.
@@ -73,6 +79,9 @@ class DecodeEngine {
     SlotLease buffer;  // the DE buffer: Full Blocks of prompt + generation
     int64_t hit_blocks = 0;
     int64_t first_read_block = 0;  // the hit blocks [first_read_block, hit_blocks) are read here
+    int64_t dram_blocks = 0;       // [0, dram_blocks) come from the DRAM tier (or storage)
+    // The blocks this node pushes to the PE: its DRAM part and its read part.
+    int64_t pushed_blocks() const { return dram_blocks + (hit_blocks - first_read_block); }
     // Added by the push thread per answered push; read by the decode (relaxed: the PE's prefill,
     // which waited for every push's answer, came before the decode's call).
     std::atomic<int64_t> de_to_pe_bytes{0};
@@ -121,6 +130,11 @@ class DecodeEngine {
   Status advance_persist(PendingPersist& p, bool wait);
   // Waits for the copy and the write; counts its bytes.
   Status finish_persist(PendingPersist& p, HopBytes& bytes);
+  // Keeps the decoded sequence's whole blocks (keys) in the DRAM tier, from the HBM copy laid
+  // out [layer][token][bytes] with `layer_stride_bytes`.
+  void keep_in_tier(std::span<const store::BlockKey> keys,
+                    std::span<const std::byte> hbm,
+                    int64_t layer_stride_bytes);
 
   NodeRuntime& rt_;
   mutable Mutex mu_;

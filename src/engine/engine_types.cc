@@ -24,6 +24,7 @@ HopBytes& HopBytes::operator+=(const HopBytes& o) {
   pd_transfer += o.pd_transfer;
   de_h2d += o.de_h2d;
   persist += o.persist;
+  de_dram += o.de_dram;
   return *this;
 }
 

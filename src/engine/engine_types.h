@@ -38,6 +38,8 @@ struct HopBytes {
   int64_t pd_transfer = 0;   // PE HBM -> DE buffer (hit + miss KV on the PE path, miss on DE)
   int64_t de_h2d = 0;        // DE buffer -> DE HBM at decode start (the prompt's KV)
   int64_t persist = 0;       // DE HBM -> DE buffer -> storage (new full blocks)
+  int64_t de_dram = 0;       // DE DRAM tier -> DE buffer (issue 35: a session's KV kept from
+                             // its last turn; no storage read)
 
   HopBytes& operator+=(const HopBytes& o);
 };
@@ -66,6 +68,10 @@ struct PrepareRequest {
   // With read_hits: the DE reads the hit from here (whole blocks, below hit_tokens); a split
   // read's PE side reads those before.
   int64_t read_from_tokens = 0;
+  // The DE DRAM tier (issue 35): the hit's leading tokens (whole blocks) this node serves from
+  // its tier (store/dram_tier.h) and pushes to the PE with the rest of its part. A block the tier
+  // no longer holds is read from storage instead (dram_missed_bytes).
+  int64_t dram_tokens = 0;
   // The block key chain's namespace (store/block_key.h chain_start): the hit's keys and the keys
   // the decode persists under. Empty: the default chain. At most kMaxCacheNamespaceBytes.
   std::string cache_namespace;
@@ -73,7 +79,7 @@ struct PrepareRequest {
 
 struct PrepareReply {
   uint64_t dram_offset = 0;  // the request's Full Blocks in the DE node's buffer
-  HopBytes bytes;
+  HopBytes bytes;  // bytes.de_dram: what the tier served; bytes.storage_read includes its misses
 };
 
 // PE "prefill".
@@ -89,6 +95,9 @@ struct PrefillRequest {
   // kSplit: the PE side reads the leading pe_read_tokens of the hit (whole blocks, 0 < it <
   // hit_tokens), and the DE node pushes the rest it read. Other paths: unused.
   int64_t pe_read_tokens = 0;
+  // kSplit: where the PE side's part begins (whole blocks): after the DE DRAM tier's leading part
+  // (issue 35), else 0. The DE node pushes every hit block outside the PE side's part.
+  int64_t pe_read_from_tokens = 0;
   std::string cache_namespace;  // as PrepareRequest's: the chain the hit is read from
 };
 

@@ -61,7 +61,8 @@ bool NodeSetup::operator==(const NodeSetup& o) const {
                     b.time_dilation, b.prefill_ep_gpus, b.decode_ep_gpus, x.block_tokens,
                     x.data_paths, x.store_capacity_bytes, x.store_fault_rate, x.dram_buffer_bytes,
                     x.hbm_bytes, x.pipeline_depth, x.engines, x.compute_slots, x.timeout,
-                    x.report_interval, x.heartbeat, x.buffer_ttl, x.transports, x.net_devices, x.poll_us,
+                    x.report_interval, x.heartbeat, x.buffer_ttl, x.dram_tier_bytes, x.dram_tier_ttl,
+                    x.transports, x.net_devices, x.poll_us,
                     x.poll_in_flight_us, x.snic_gbps);
   };
   return key(*this) == key(o) && backend.hardware == o.backend.hardware &&
@@ -83,6 +84,12 @@ Result<std::unique_ptr<NodeRuntime>> NodeRuntime::create(const NodeSetup& setup)
   // seconds of its NIC time (issue 31: live reads 0.37 s against the simulator's 1.34 s).
   rt->nic_ = std::make_unique<store::StorageNic>(setup.snic_gbps, rt->clock_,
                                                  rt->layout_.full_block_bytes());
+  if (setup.role == NodeRole::kDecode && setup.dram_tier_bytes > 0) {
+    rt->dram_tier_ = std::make_unique<store::DramTier>(
+        store::DramTier::Options{setup.dram_tier_bytes, setup.dram_tier_ttl,
+                                 static_cast<uint64_t>(rt->layout_.full_block_bytes()), true},
+        rt->clock_);
+  }
   store::FileStoreOptions so;
   so.data_paths = setup.data_paths;
   so.model = kv_fingerprint(setup.backend);

@@ -30,6 +30,7 @@
 #include "engine/cancel_registry.h"
 #include "engine/engine_types.h"
 #include "engine/slot_pool.h"
+#include "store/dram_tier.h"
 #include "store/file_store.h"
 #include "transport/context.h"
 #include "transport/traffic_manager.h"
@@ -62,6 +63,10 @@ struct NodeSetup {
   Duration heartbeat{0};
   // A prepared DE buffer whose decode never comes is freed after this (0: 2 x timeout).
   Duration buffer_ttl{0};
+  // A decode node's DRAM tier (issue 35; store/dram_tier.h): its capacity (0: none) and how long
+  // it keeps a session's KV after its turn, on this node's (real-time) clock.
+  uint64_t dram_tier_bytes = 0;
+  Duration dram_tier_ttl = std::chrono::seconds(480);
   std::string transports = "sm,self";
   std::string net_devices;
   int64_t poll_us = 0;             // [transport] poll_us
@@ -114,6 +119,8 @@ class NodeRuntime {
   SlotPool& dram() { return *dram_; }
   SlotPool& hbm(int engine) { return *engines_.at(engine).hbm; }
   store::FileStore& store() { return *store_; }
+  // A decode node's DRAM tier (setup.dram_tier_bytes > 0), else null.
+  store::DramTier* dram_tier() { return dram_tier_.get(); }
   store::StorageNic& storage_nic() { return *nic_; }
   CancelRegistry& cancels() { return cancels_; }
   // The node's clock: every deadline and timeout of its engines is a time on it.
@@ -142,6 +149,7 @@ class NodeRuntime {
   std::unique_ptr<BackendFactory> backends_;
   std::unique_ptr<store::StorageNic> nic_;
   std::unique_ptr<store::FileStore> store_;
+  std::unique_ptr<store::DramTier> dram_tier_;
   std::unique_ptr<transport::Context> context_;
   std::unique_ptr<transport::Worker> worker_;
   struct EngineParts {

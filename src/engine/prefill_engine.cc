@@ -157,19 +157,24 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req,
   }
   const int64_t hit_blocks = req.hit_tokens / bt;
   const int64_t blocks = (n + bt - 1) / bt;
-  // The hit blocks this node reads, [0, pe_blocks) (the PE path: all; a split read: its leading
-  // part), and those the DE node read and pushes per layer, [pe_blocks, hit_blocks).
+  // The hit blocks this node reads, [pe_first, pe_first + pe_blocks) (the PE path: all; a split
+  // read: its part, which starts after the DE DRAM tier's), and those the DE node pushes per
+  // layer: every other hit block.
   if (req.path == sched::ReadPath::kSplit &&
-      (req.pe_read_tokens <= 0 || req.pe_read_tokens >= req.hit_tokens ||
-       req.pe_read_tokens % bt != 0)) {
+      (req.pe_read_tokens <= 0 || req.pe_read_from_tokens < 0 ||
+       req.pe_read_from_tokens + req.pe_read_tokens > req.hit_tokens ||
+       req.pe_read_tokens >= req.hit_tokens || req.pe_read_tokens % bt != 0 ||
+       req.pe_read_from_tokens % bt != 0)) {
     return Status::invalid_argument(fmt::format(
-        "request {}: a split read's pe_read_tokens {} must be whole blocks of {} strictly inside "
+        "request {}: a split read's PE part [{}, +{}) must be whole blocks of {} strictly inside "
         "the hit's {} tokens",
-        req.request_id, req.pe_read_tokens, bt, req.hit_tokens));
+        req.request_id, req.pe_read_from_tokens, req.pe_read_tokens, bt, req.hit_tokens));
   }
   const int64_t pe_blocks = req.path == sched::ReadPath::kPe      ? hit_blocks
                             : req.path == sched::ReadPath::kSplit ? req.pe_read_tokens / bt
                                                                   : 0;
+  const int64_t pe_first = req.path == sched::ReadPath::kSplit ? req.pe_read_from_tokens / bt : 0;
+  const auto pe_reads = [&](int64_t b) { return b >= pe_first && b < pe_first + pe_blocks; };
   const bool de_pushes = (req.path == sched::ReadPath::kDe || req.path == sched::ReadPath::kSplit) &&
                          hit_blocks > pe_blocks;
   DP_ASSIGN_OR_RETURN(std::shared_ptr<PeerNode> de, rt_.peer(NodeRole::kDecode, req.de_index));
@@ -186,18 +191,18 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req,
       return rt_.cancels().cancelled(req.request_id);
     }), "request {}", req.request_id);
     const auto keys = store::block_key_chain(kv_fingerprint(rt_.setup().backend),
-                                             std::span(req.tokens).first(pe_blocks * bt), bt,
-                                             req.cache_namespace);
+                                             std::span(req.tokens).first((pe_first + pe_blocks) * bt),
+                                             bt, req.cache_namespace);
     std::vector<store::ReadRequest> reads;
     for (int64_t b = 0; b < pe_blocks; ++b) {
-      reads.push_back({keys[b], pe_buffer.bytes().subspan(b * fb, fb)});
+      reads.push_back({keys[pe_first + b], pe_buffer.bytes().subspan(b * fb, fb)});
     }
     DP_ASSIGN_OR_RETURN(store::IoBatch batch, rt_.store().read(reads));
     DP_RETURN_IF_ERROR(batch.wait_for(remaining()), "request {}: storage read of {} blocks",
                        req.request_id, pe_blocks);
     for (int64_t b = 0; b < pe_blocks; ++b) {
-      DP_RETURN_IF_ERROR(batch.results()[b], "request {}: hit block {} of {}", req.request_id, b,
-                         hit_blocks);
+      DP_RETURN_IF_ERROR(batch.results()[b], "request {}: hit block {} of {}", req.request_id,
+                         pe_first + b, hit_blocks);
     }
     bytes.storage_read = pe_blocks * static_cast<int64_t>(fb);
     if (on_read_done) on_read_done();
@@ -233,14 +238,14 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req,
       std::vector<transport::RmaRequest> puts;
       for (int64_t b = 0; b < pe_blocks; ++b) {
         puts.push_back({pe_buffer.bytes().subspan(b * fb + l * lb, lb), &rt_.local_hbm(engine),
-                        slot_offset(l) + b * lb});
+                        slot_offset(l) + (pe_first + b) * lb});
       }
       DP_ASSIGN_OR_RETURN(
           loads[l], tm.put(transport::TrafficClass::kKv, tm.local_endpoint(), puts, op_options));
       bytes.pe_h2d += pe_blocks * static_cast<int64_t>(lb);
     }
     if (de_pushes) {
-      // The DE node puts its blocks [pe_blocks, hit_blocks) at their rows of this slot.
+      // The DE node puts its hit blocks (all but this node's part) at their rows of this slot.
       PushLayerMsg msg{req.request_id, slot_offset(l), static_cast<uint32_t>(l),
                        static_cast<uint32_t>(rt_.setup().index), static_cast<uint32_t>(engine)};
       DP_ASSIGN_OR_RETURN(pushes[l], tm.send_am(transport::TrafficClass::kModel, *de->endpoint,
@@ -269,7 +274,7 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req,
     if (oracle) return Status::ok();  // the DE "has" the KV
     std::vector<transport::RmaRequest> puts;
     for (int64_t b = 0; b < blocks; ++b) {
-      if (b >= pe_blocks && b < hit_blocks) continue;  // the DE node read it
+      if (b < hit_blocks && !pe_reads(b)) continue;  // the DE node holds it
       const int64_t tokens = std::min(bt, n - b * bt);
       puts.push_back({slot(l).subspan(b * lb, tokens * row), de->dram.get(),
                       req.de_dram_offset + b * fb + l * lb});

@@ -102,6 +102,11 @@ void ApiMetrics::observe_turn(const TurnResult& r, int64_t completion_tokens, do
     kv_read_bytes_->Add({{"path", "de"}, {"node", node_label(r.de)}})
         .Increment(static_cast<double>(r.de_read_bytes));
   }
+  // Served from the decode node's DRAM tier (issue 35): no storage read.
+  if (r.bytes.de_dram > 0) {
+    kv_read_bytes_->Add({{"path", "de_dram"}, {"node", node_label(r.de)}})
+        .Increment(static_cast<double>(r.bytes.de_dram));
+  }
 }
 
 std::string ApiMetrics::scrape(const std::vector<NodeStatus>& nodes,

@@ -4,7 +4,7 @@
 //   histograms  time_to_first_token_seconds, inter_token_latency_seconds,
 //               e2e_request_latency_seconds, request_queue_time_seconds
 //   counters    prompt_tokens_total, generation_tokens_total, prompt_tokens_cached_total,
-//               kv_read_bytes_total{path="pe|de",node}, requests_total{status},
+//               kv_read_bytes_total{path="pe|de|de_dram",node}, requests_total{status},
 //               request_migrations_total
 //   gauges      storage_read_queue_bytes{node}, node_up{node,role}, dram_buffer_used_bytes{node},
 //               node_last_report_age_seconds{node}, lease_ttl_seconds, num_requests_running

@@ -65,9 +65,18 @@ Json usage_json(const TurnResult& r, int64_t completion_tokens) {
 
 // "none" when nothing was read (issue 37): the read path a turn with no hit was placed on says
 // nothing about reads.
+// A turn the DE DRAM tier served (issue 35): "de_dram", joined by where the rest of its hit was
+// read from ("de_dram+pe", "de_dram+de", "de_dram+split"); a turn whose planned DRAM part the
+// node had lost says only where it was read from.
 std::string read_path_label(const TurnResult& r) {
   if (r.hit_tokens == 0) return "none";
-  return std::string(sched::read_path_name(r.path));
+  if (r.dram_tokens == 0) return std::string(sched::read_path_name(r.path));
+  const std::string storage = r.pe_read_bytes > 0 && r.de_read_bytes > 0 ? "split"
+                              : r.pe_read_bytes > 0                      ? "pe"
+                              : r.de_read_bytes > 0                      ? "de"
+                                                                         : "";
+  if (r.bytes.de_dram == 0) return storage.empty() ? std::string(sched::read_path_name(r.path)) : storage;
+  return storage.empty() ? "de_dram" : "de_dram+" + storage;
 }
 
 Json dualpath_json(const TurnResult& r) {
@@ -76,6 +85,8 @@ Json dualpath_json(const TurnResult& r) {
           {"storage_read_bytes", r.bytes.storage_read},
           {"pe_read_bytes", r.pe_read_bytes},
           {"de_read_bytes", r.de_read_bytes},
+          {"de_dram_tokens", r.dram_tokens},
+          {"de_dram_bytes", r.bytes.de_dram},
           {"ttft_ms", r.ttft_s * 1e3},
           {"queue_ms", r.queue_s * 1e3},
           {"prefill_node", node_label(r.pe)},

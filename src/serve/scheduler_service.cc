@@ -266,6 +266,10 @@ engine::NodeSetup SchedulerService::setup_for(const NodeId& id) const {
   setup.snic_gbps = cfg.emulated_snic_gbps();
   setup.compute_slots = id.role == NodeRole::kPrefill ? cfg.compute_slots() : 0;
   setup.engines = cfg.engines_per_node;
+  if (id.role == NodeRole::kDecode) {
+    setup.dram_tier_bytes = config_.tier_bytes();
+    setup.dram_tier_ttl = config_.tier_ttl();
+  }
   return setup;
 }
 

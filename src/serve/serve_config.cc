@@ -14,6 +14,16 @@ sched::PathPolicy ServeConfig::path_policy() const {
   return sched::mode_policy(scheduler.mode).paths;
 }
 
+uint64_t ServeConfig::tier_bytes() const {
+  const double scale = engine.compute == "modeled" ? engine.kv_scale : 1.0;
+  return static_cast<uint64_t>(cache.de_dram_bytes * scale);
+}
+
+Duration ServeConfig::tier_ttl() const {
+  const double dilation = engine.compute == "modeled" ? engine.time_dilation : 1.0;
+  return from_seconds(cache.de_dram_ttl_s * dilation);
+}
+
 namespace {
 
 Duration ms(int64_t v) { return std::chrono::milliseconds(v); }
@@ -53,17 +63,25 @@ Status apply_scheduler_keys(Config& f, SchedulerSettings& s) {
 
 Status apply_serve_config(Config& file, ServeConfig& cfg) {
   cfg.origin = file.origin();
-  // [cache] (issue 35) is the simulator's so far: say so rather than "unknown key".
-  for (const char* key : {"cache.de_dram_gb", "cache.de_dram_ttl_s", "cache.recompute",
-                          "cache.store_capacity_gb", "cache.evict", "cache.prefetch"}) {
+  // [cache] (issue 35): the DE DRAM tier is live; the rest is the simulator's so far: say so
+  // rather than "unknown key".
+  for (const char* key :
+       {"cache.recompute", "cache.store_capacity_gb", "cache.evict", "cache.prefetch"}) {
     if (file.has(key))
       return Status::invalid_argument(fmt::format(
           "{}: {} is modelled by the simulator only (dualpath sim, dualpath capacity; "
-          "docs/sched.md \"For agents\"): the live system has no DE DRAM tier, prefetch, "
-          "read-or-recompute or bounded store yet; remove the [cache] section for serve, node "
-          "and the live benchmarks",
+          "docs/sched.md \"For agents\"): the live system has the DE DRAM tier "
+          "(cache.de_dram_gb, cache.de_dram_ttl_s) but no prefetch, read-or-recompute or "
+          "bounded store yet; remove the key for serve, node and the live benchmarks",
           file.origin(), key));
   }
+  cfg.cache.de_dram_bytes =
+      file.non_negative_number("cache.de_dram_gb", cfg.cache.de_dram_bytes / 1e9,
+                               "GB of DRAM per decode node kept for sessions' KV (0: off)") *
+      1e9;
+  cfg.cache.de_dram_ttl_s = file.positive_number(
+      "cache.de_dram_ttl_s", cfg.cache.de_dram_ttl_s,
+      "seconds a decode node keeps a session's KV in its DRAM tier after its turn");
   DP_RETURN_IF_ERROR(engine::apply_engine_config(file, cfg.engine));
   return apply_scheduler_keys(file, cfg.scheduler);
 }

@@ -63,9 +63,19 @@ inline Duration heartbeat_of(const SchedulerSettings& s) {
   return std::max(s.report_interval, s.lease_ttl / 4);
 }
 
+// The [cache] section's keys the live system has (issue 35; the simulator reads the same keys):
+// a DRAM tier on each decode node (store/dram_tier.h).
+struct CacheSettings {
+  // cache.de_dram_gb: per decode node, in the model's bytes (0: off). The nodes keep kv_scale of
+  // it under modeled compute, as they keep kv_scale of the model's KV (tier_bytes()).
+  double de_dram_bytes = 0;
+  double de_dram_ttl_s = 480;  // cache.de_dram_ttl_s, emulated seconds
+};
+
 struct ServeConfig {
   engine::EngineConfig engine;
   SchedulerSettings scheduler;
+  CacheSettings cache;
   std::string origin = "<defaults>";  // the config file, for messages
   // The storage NIC's device ("mlx5_0:1"; the guide's [storage_node] rdma_device and
   // rdma_port), for `dualpath doctor`'s checks; empty when the config does not name it.
@@ -79,6 +89,10 @@ struct ServeConfig {
   // No cluster_key: make an ephemeral credential for the nodes this process starts itself
   // (`serve` without --external-nodes), written owner-only to the service's temporary directory.
   bool ephemeral_credential = false;
+
+  // A decode node's DRAM tier in the nodes' bytes, and its TTL in real time.
+  uint64_t tier_bytes() const;
+  Duration tier_ttl() const;
 
   // The engine policy and read-path policy of the mode (as the simulator's modes map them).
   sched::EnginePolicy engine_policy() const;

@@ -76,6 +76,10 @@ struct TurnResult {
   engine::HopBytes bytes;  // every attempt's
   // Of bytes.storage_read, what the PE node and the DE node read (a split read: both).
   int64_t pe_read_bytes = 0, de_read_bytes = 0;
+  // The DE DRAM tier (issue 35): the hit's leading tokens the plan took from the decode node's
+  // tier (its last attempt's), and bytes.de_dram what the tier served of them (the rest was
+  // read from storage: the node had lost it).
+  int64_t dram_tokens = 0;
   double queue_s = 0;  // waiting to be placed (the scheduler's queue)
   // From the placement to the turn's storage reads done (its last side's: the DE node's prepare
   // returned, the PE node said read_done); 0 without a read. The first attempt's.

@@ -9,13 +9,17 @@ sched::SchedRequest TurnPlanner::request(int64_t id,
                                          int64_t prompt_tokens,
                                          int64_t gen_tokens,
                                          int64_t cached_tokens,
-                                         const sched::PathRequest& path) const {
+                                         const sched::PathRequest& path,
+                                         int dram_node,
+                                         int64_t dram_tokens) const {
   sched::TurnInputs in;
   in.id = id;
   in.prompt_tokens = prompt_tokens;
   in.gen_tokens = gen_tokens;
   in.cached_tokens = cached_tokens;
   in.path = path;
+  in.dram_node = dram_node;
+  in.dram_tokens = dram_tokens;
   return sched::make_sched_request(in, costs, cost);
 }
 

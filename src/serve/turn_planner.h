@@ -26,12 +26,15 @@ struct TurnPlanner {
   bool no_io(const sched::PathRequest& path) const {
     return path == sched::ReadPath::kOracle || (!path && paths == sched::PathPolicy::kNoIo);
   }
-  // The scheduler's request for a turn whose longest cached prefix is `cached_tokens`.
+  // The scheduler's request for a turn whose longest cached prefix is `cached_tokens`, of which
+  // decode node `dram_node` holds the leading `dram_tokens` in its DRAM tier (-1, 0: none).
   sched::SchedRequest request(int64_t id,
                               int64_t prompt_tokens,
                               int64_t gen_tokens,
                               int64_t cached_tokens,
-                              const sched::PathRequest& path) const;
+                              const sched::PathRequest& path,
+                              int dram_node = -1,
+                              int64_t dram_tokens = 0) const;
 };
 
 // The planner of a config: KV per token and the DE HBM budget in the cost model's units when

@@ -47,7 +47,30 @@ void TurnCancel::set_hooks(std::function<void()> cancel, std::function<void()> s
   if (stop && stopped()) stop();
 }
 
-TurnRunner::TurnRunner(Parts parts) : parts_(std::move(parts)) {}
+TurnRunner::TurnRunner(Parts parts) : parts_(std::move(parts)) {
+  const ServeConfig& config = *parts_.config;
+  kv_model_ = engine::kv_fingerprint(config.engine.backend_spec());
+  if (config.tier_bytes() > 0) {
+    const store::DramTier::Options o{config.tier_bytes(), config.tier_ttl(),
+                                     static_cast<uint64_t>(parts_.layout.full_block_bytes()),
+                                     /*keep_bytes=*/false};
+    for (int node = 0; node < parts_.registry->nodes(); ++node) {
+      tiers_.push_back(parts_.registry->id_of(node).role == engine::NodeRole::kDecode
+                           ? std::make_unique<store::DramTier>(o, *parts_.clock)
+                           : nullptr);
+    }
+  }
+}
+
+std::pair<int, int64_t> TurnRunner::resident(std::span<const store::BlockKey> keys) const {
+  std::pair<int, int64_t> best{-1, 0};
+  for (size_t node = 0; node < tiers_.size(); ++node) {
+    if (tiers_[node] == nullptr || !parts_.registry->alive(static_cast<int>(node))) continue;
+    const auto blocks = static_cast<int64_t>(tiers_[node]->resident_prefix(keys));
+    if (blocks > best.second) best = {static_cast<int>(node), blocks};
+  }
+  return best;
+}
 
 void TurnRunner::shutdown() {
   {
@@ -59,6 +82,9 @@ void TurnRunner::shutdown() {
 }
 
 void TurnRunner::node_dead(int node, const Status& why) {
+  // Its DRAM tier is gone (or, after a partition, no longer ours to count on).
+  if (node >= 0 && static_cast<size_t>(node) < tiers_.size() && tiers_[node] != nullptr)
+    tiers_[node]->clear();
   MutexLock lock(mu_);
   for (auto& [id, a] : attempts_) {
     // A dead DE fails its turn's prefill on the PE (it waits for the DE's pushes); a dead PE
@@ -100,14 +126,21 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
         "cannot compute without it");
   }
   int64_t cached = 0;
+  std::pair<int, int64_t> dram{-1, 0};  // the DE DRAM tier holding its leading blocks
   if (no_io) {
     cached = oracle_hit;
   } else if (path != sched::ReadPath::kRecompute) {
-    cached = parts_.store->longest_cached_prefix(prompt, req.cache_namespace)
-                 .hit_tokens(parts_.layout);
+    const store::PrefixMatch match = parts_.store->longest_cached_prefix(prompt, req.cache_namespace);
+    cached = match.hit_tokens(parts_.layout);
+    if (!tiers_.empty()) {
+      dram = resident(match.keys);
+      dram.second *= parts_.layout.block_tokens;
+      // A tier may hold more than the store (a block it could not persist, one evicted since).
+      cached = std::max(cached, dram.second);
+    }
   }
-  const sched::SchedRequest sr =
-      parts_.planner.request(static_cast<int64_t>(a.id), n, gen, cached, path);
+  const sched::SchedRequest sr = parts_.planner.request(static_cast<int64_t>(a.id), n, gen,
+                                                        cached, path, dram.first, dram.second);
   hit = sr.hit_tokens;
   // A turn waits for a place as long as a request may run: nodes may be re-registering.
   DP_ASSIGN_OR_RETURN(
@@ -180,6 +213,7 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
                       "{}", de_id.name());
   out.bytes += prepared_reply.bytes;
   out.de_read_bytes += prepared_reply.bytes.storage_read;
+  out.dram_tokens = plan.de_dram.tokens();
   if (req.after_prepare) req.after_prepare(out.attempts, pe_id, de_id);
 
   // PE prefill, layer by layer, by the plan's path.
@@ -260,6 +294,17 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
                            decoded.output_tokens.end());
   out.tpot_s = decoded.tpot_s;
   out.persist_skipped_blocks += decoded.persist_skipped_blocks;
+  if (!plan.no_io && a.de_node >= 0 && static_cast<size_t>(a.de_node) < tiers_.size() &&
+      tiers_[a.de_node] != nullptr && !decoded.output_tokens.empty()) {
+    // The node keeps what it decoded: the prompt and every output token it fed back (all but the
+    // last), whole blocks (DecodeEngine::keep_in_tier).
+    std::vector<int32_t> sequence = prompt;
+    sequence.insert(sequence.end(), decoded.output_tokens.begin(),
+                    decoded.output_tokens.end() - 1);
+    const auto keys =
+        store::block_key_chain(kv_model_, sequence, parts_.layout.block_tokens, req.cache_namespace);
+    (void)tiers_[a.de_node]->store(keys, {});
+  }
   out.path = plan.no_io ? sched::ReadPath::kOracle : plan.path;
   out.pe = pe_id;
   out.de = de_id;

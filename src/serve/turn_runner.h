@@ -12,6 +12,11 @@
 // node; a cancelled turn (TurnCancel) cancels its calls at once, which cancels them on the nodes.
 // No lock is held across a call.
 //
+// The DE DRAM tier (issue 35; [cache] de_dram_gb): the runner mirrors each decode node's tier
+// (store/dram_tier.h, the node's own policy without the bytes) from the turns it decoded there,
+// gives the scheduler the node and length of a turn's resident prefix, and forgets a node's
+// tier when it dies. A node that lost a block since reads it from storage (decode_engine.h).
+//
 // Threads: thread-safe; run_turn() blocks its caller (one thread per concurrent turn: a session
 // thread, an HTTP worker); node_dead() from the registry's listener.
 
@@ -38,6 +43,7 @@
 #include "serve/serve_config.h"
 #include "serve/turn.h"
 #include "serve/turn_planner.h"
+#include "store/dram_tier.h"
 #include "store/file_store.h"
 
 namespace dualpath::serve {
@@ -82,7 +88,15 @@ class TurnRunner {
                      std::vector<int32_t>& streamed,
                      int64_t& hit);
 
+  // The DE DRAM tier (issue 35): the decode node whose tier holds the longest leading part of
+  // `keys` (the prompt's whole blocks), and its length in blocks; {-1, 0} when none does.
+  std::pair<int, int64_t> resident(std::span<const store::BlockKey> keys) const;
+
   Parts parts_;
+  // Per node (null for prefill nodes, or with the tier off): the scheduler's mirror of each
+  // decode node's DRAM tier (store/dram_tier.h, bookkeeping only), fed by the turns it decoded.
+  std::vector<std::unique_ptr<store::DramTier>> tiers_;
+  store::ModelFingerprint kv_model_;  // the nodes' block key chain (engine::kv_fingerprint)
   std::atomic<uint64_t> next_request_id_{1};  // relaxed: only hands out distinct ids
   Mutex mu_;
   std::map<uint64_t, Attempt*> attempts_ DP_GUARDED_BY(mu_);  // running, by id
