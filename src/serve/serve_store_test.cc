@@ -1,6 +1,6 @@
 // The live system's store-facing behaviour with real node processes (dp_node_program), UCX over
-// shared memory and block files: a Hugging Face checkpoint on the nodes, injected store faults and
-// a real full disk. Not in the TSan set: these turns are sequential, and the
+// shared memory and block files: a Hugging Face checkpoint on the nodes, injected store faults, a
+// real full disk, and the decode nodes' DRAM tier (issue 35). Not in the TSan set: these turns are sequential, and the
 // concurrent paths they cross are dp_serve_test's; ASan+UBSan runs them.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <signal.h>
 
 #include "compute/checkpoint.h"
 #include "compute/cpu_model.h"
@@ -206,6 +207,82 @@ TEST(Serve, AFullDiskDegradesTheCacheAndEveryTurnStillGivesTheRecomputedTokens) 
   EXPECT_EQ((*st)->stats().quarantined_files, 0);
   std::printf("full disk: %lld block files left, all whole and valid\n",
               static_cast<long long>(checked));
+}
+
+// A session's first two turns on a fresh cluster (two decode nodes) with the DE DRAM tier on or
+// off: the second turn's result.
+struct TwoTurns {
+  std::unique_ptr<Cluster> cluster;
+  TurnResult first, second;
+  TurnRequest next;  // the second turn's request
+};
+TwoTurns two_turns(const std::string& dir, double tier_bytes) {
+  TwoTurns t;
+  ClusterOptions o = test_cluster(dir, 2);
+  o.config.engine.request_timeout = std::chrono::seconds(10);
+  o.config.cache.de_dram_bytes = tier_bytes;
+  auto c = Cluster::start(o);
+  EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+  if (!c.is_ok()) return t;
+  t.cluster = std::move(c).value();
+  TurnRequest r;
+  r.tokens = prompt(300, 7);
+  r.gen_tokens = 16;
+  auto first = t.cluster->run_turn(r);
+  EXPECT_TRUE(first.is_ok()) << first.status().to_string();
+  if (!first.is_ok()) return t;
+  t.first = *first;
+  // The agent comes back with everything it sent, the reply, and a tool's output.
+  r.tokens.insert(r.tokens.end(), first->output_tokens.begin(), first->output_tokens.end());
+  for (int i = 0; i < 100; ++i) r.tokens.push_back((i * 13 + 1) % 500);
+  t.next = r;
+  auto second = t.cluster->run_turn(r);
+  EXPECT_TRUE(second.is_ok()) << second.status().to_string();
+  if (second.is_ok()) t.second = *second;
+  return t;
+}
+
+// The DE DRAM tier (issue 35): a session's next turn is served from the DRAM of the decode node
+// that ran its last turn, with no storage read, and gives the tokens and the first token's logits
+// of the same turn read from storage (the tier off), and the tokens of recomputing it. That node
+// killed while it holds the session, the turn reads from storage on the other node: nothing is
+// lost.
+TEST(Serve, ASessionsNextTurnComesFromItsDecodeNodesDramWithTheTokensOfStorageAndRecompute) {
+  TempDir dir_off, dir_on;
+  TwoTurns off = two_turns(dir_off.path(), 0);
+  ASSERT_NE(off.cluster, nullptr);
+  EXPECT_EQ(off.second.dram_tokens, 0);
+  EXPECT_GT(off.second.bytes.storage_read, 0);
+  TwoTurns on = two_turns(dir_on.path(), 16 << 20);
+  ASSERT_NE(on.cluster, nullptr);
+  const TurnResult& dram = on.second;
+  EXPECT_EQ(on.first.dram_tokens, 0);
+  EXPECT_EQ(dram.de, on.first.de) << "placed away from the node holding the session";
+  EXPECT_GT(dram.hit_tokens, 0);
+  EXPECT_EQ(dram.hit_tokens, off.second.hit_tokens);
+  EXPECT_EQ(dram.dram_tokens, dram.hit_tokens) << "the whole hit is the last turn's";
+  EXPECT_EQ(dram.bytes.de_dram, off.second.bytes.storage_read) << "the same blocks";
+  EXPECT_EQ(dram.bytes.storage_read, 0) << "read from storage although the tier held it";
+  EXPECT_GT(dram.bytes.de_to_pe, 0);  // pushed to the PE layer by layer
+  // The same KV bytes loaded: the same tokens, and the same logits to the bit.
+  EXPECT_EQ(dram.output_tokens, off.second.output_tokens);
+  EXPECT_EQ(dram.first_logits, off.second.first_logits);
+
+  TurnRequest re = on.next;
+  re.path = sched::ReadPath::kRecompute;
+  auto recomputed = on.cluster->run_turn(re);
+  ASSERT_TRUE(recomputed.is_ok()) << recomputed.status().to_string();
+  EXPECT_EQ(dram.output_tokens, recomputed->output_tokens);
+
+  // Kill the node holding the session: the turn reads its hit from storage elsewhere.
+  ASSERT_TRUE(on.cluster->local_nodes()->signal(dram.de, SIGKILL).is_ok());
+  auto storage = on.cluster->run_turn(on.next);
+  ASSERT_TRUE(storage.is_ok()) << storage.status().to_string();
+  EXPECT_NE(storage->de, dram.de);
+  EXPECT_EQ(storage->dram_tokens, 0);
+  EXPECT_EQ(storage->bytes.de_dram, 0);
+  EXPECT_GT(storage->bytes.storage_read, 0);
+  EXPECT_EQ(storage->output_tokens, dram.output_tokens);
 }
 
 }  // namespace
