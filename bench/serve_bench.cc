@@ -599,13 +599,16 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
   };
   const int concurrency = o.concurrency > 0 ? std::min(o.concurrency, sessions) : sessions;
   ServeBenchRun run;
-  run.mode = std::string(serve::serve_mode_name(mode));
+  const std::string mode_name(serve::serve_mode_name(mode));
+  const double tier_bytes = o.dram_tier_bytes >= 0 ? o.dram_tier_bytes : config.cache.de_dram_bytes;
+  run.mode = mode_name + (tier_bytes > 0 ? "+tier" : "");
   run.time_dilation = config.engine.time_dilation;
   run.completions = trace != nullptr;
 
   serve::ClusterOptions co;
   co.config = config;
   co.config.scheduler.mode = mode;
+  co.config.cache.de_dram_bytes = tier_bytes;
   co.config.scheduler.port = 0;  // its own nodes only
   if (!o.node_program.empty()) {
     co.node_program = o.node_program;
@@ -793,7 +796,8 @@ Result<ServeBenchRun> run_serve_bench(const serve::ServeConfig& config,
     // The simulator on the same plans, in this mode, all the way through (no online stop rule:
     // the live run replays every session).
     sim::SimConfig sc = *trace->sim;
-    DP_ASSIGN_OR_RETURN(sc.scheduler.mode, sim::parse_mode(run.mode));
+    DP_ASSIGN_OR_RETURN(sc.scheduler.mode, sim::parse_mode(mode_name));
+    sc.de_dram_bytes = tier_bytes;
     sc.online = sim::OnlineConfig{};
     for (const sim::AgentPlan& p : trace->plans) {
       for (const workload::TurnShape& t : p.turns) run.sim_output_tokens += static_cast<double>(t.gen_tokens);

@@ -129,6 +129,9 @@ struct ServeBenchOptions {
   // `--dataset`: replay a trace instead of the synthetic sessions (sessions, turns, context and
   // append tokens are then the trace's plans').
   std::optional<TraceReplay> trace;
+  // The DE DRAM tier per decode node in the model's bytes (cache.de_dram_gb x 1e9) for this run
+  // and its simulator twin; < 0: the config's. A run with a tier is named MODE+tier.
+  double dram_tier_bytes = -1;
 };
 
 // The service-interface side of a `--direct` run, from the calling thread's clock: TTFT (the call

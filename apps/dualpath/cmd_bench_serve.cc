@@ -32,6 +32,7 @@ using Json = nlohmann::json;
 struct ServeBenchArgs {
   std::string config_path;
   std::string modes = "basic,full";
+  std::string dram_tier;  // --dram-tier
   std::string json_path;
   std::string png_path;
   std::string save_result_path;
@@ -174,10 +175,29 @@ int run(const ServeBenchArgs& a) {
                  a.trace.think_time_scale, trace_hits);
   }
 
-  std::vector<bench::ServeBenchRun> runs;
+  // --dram-tier: each mode whose read path the scheduler chooses runs again with the tier.
+  std::vector<std::pair<serve::ServeMode, double>> plan;  // (mode, tier bytes; < 0: config's)
+  double tier_bytes = -1;
+  if (!a.dram_tier.empty()) {
+    auto bytes = parse_size_bytes(a.dram_tier);
+    if (!bytes.is_ok() || *bytes <= 0) {
+      return usage_error(fmt::format(
+          "--dram-tier '{}': give the DRAM per decode node with an optional K, M, G or T suffix "
+          "(the model's bytes, as cache.de_dram_gb), e.g. --dram-tier 400G",
+          a.dram_tier));
+    }
+    tier_bytes = static_cast<double>(*bytes);
+  }
   for (serve::ServeMode m : modes) {
-    const std::string name(serve::serve_mode_name(m));
+    const bool tier_mode = m == serve::ServeMode::kFull || m == serve::ServeMode::kSplit;
+    plan.emplace_back(m, tier_bytes > 0 ? 0.0 : (tier_mode ? -1.0 : 0.0));
+    if (tier_bytes > 0 && tier_mode) plan.emplace_back(m, tier_bytes);
+  }
+  std::vector<bench::ServeBenchRun> runs;
+  for (const auto& [m, tier] : plan) {
+    const std::string name = std::string(serve::serve_mode_name(m)) + (tier > 0 ? "+tier" : "");
     bench::ServeBenchOptions o = b;  // (with --goodput parsed)
+    o.dram_tier_bytes = tier;
     double last = -10;
     if (!a.quiet) {
       std::fprintf(stderr,
@@ -343,6 +363,11 @@ void setup(CLI::App& parent, int& exit_code) {
   cmd->add_option("--concurrency", args->bench.concurrency,
                   "conversations active at once (default: all of them)");
   cmd->add_option("--mode", args->modes, "comma list of basic, full, oracle (default basic,full)");
+  cmd->add_option("--dram-tier", args->dram_tier,
+                  "beyond the paper (issue 35): also run each DualPath mode (full, split) with a "
+                  "DRAM tier of this much per decode node (the model's bytes, e.g. 400G; as "
+                  "cache.de_dram_gb), named MODE+tier, side by side with the same mode without "
+                  "one; its simulator twin gets the same tier");
   cmd->add_option("--context-tokens", args->bench.context_tokens,
                   "bytes (= tokens) of a session's first message (default 16000)");
   cmd->add_option("--append-tokens", args->bench.append_tokens,

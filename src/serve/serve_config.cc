@@ -15,6 +15,10 @@ sched::PathPolicy ServeConfig::path_policy() const {
 }
 
 uint64_t ServeConfig::tier_bytes() const {
+  // The tier needs a read path the scheduler chooses (modes full and split, as the simulator's
+  // check): under another mode a configured tier is off.
+  const sched::PathPolicy paths = path_policy();
+  if (paths != sched::PathPolicy::kShortestQueue && paths != sched::PathPolicy::kSplit) return 0;
   const double scale = engine.compute == "modeled" ? engine.kv_scale : 1.0;
   return static_cast<uint64_t>(cache.de_dram_bytes * scale);
 }

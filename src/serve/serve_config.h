@@ -90,7 +90,8 @@ struct ServeConfig {
   // (`serve` without --external-nodes), written owner-only to the service's temporary directory.
   bool ephemeral_credential = false;
 
-  // A decode node's DRAM tier in the nodes' bytes, and its TTL in real time.
+  // A decode node's DRAM tier in the nodes' bytes (0 under a mode whose read path the scheduler
+  // does not choose: basic, layerwise, oracle), and its TTL in real time.
   uint64_t tier_bytes() const;
   Duration tier_ttl() const;
 
