@@ -358,16 +358,18 @@ void DecodeEngine::keep_in_tier(std::span<const store::BlockKey> keys,
   const auto fb = static_cast<size_t>(layout.full_block_bytes());
   const int64_t row = layout.bytes_per_token_per_layer;
   if (keys.size() * fb > tier->stats().capacity_bytes) return;  // it would not be kept
-  std::vector<std::byte> blocks(keys.size() * fb);
-  for (size_t b = 0; b < keys.size(); ++b) {
+  // Only the blocks the tier does not hold yet (a session's next turn: its new ones).
+  const size_t held = tier->resident_prefix(keys);
+  std::vector<std::byte> blocks((keys.size() - held) * fb);
+  for (size_t b = held; b < keys.size(); ++b) {
     for (int64_t l = 0; l < layout.layers; ++l) {
       const auto from = hbm.subspan(l * layer_stride_bytes + static_cast<int64_t>(b) *
                                                                   layout.block_tokens * row,
                                     lb);
-      std::copy(from.begin(), from.end(), blocks.begin() + b * fb + l * lb);
+      std::copy(from.begin(), from.end(), blocks.begin() + (b - held) * fb + l * lb);
     }
   }
-  (void)tier->store(keys, blocks);
+  (void)tier->store(keys, blocks, held);
 }
 
 Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const TokenSink& sink) {
@@ -517,8 +519,9 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
     if (!persisting.empty()) advance_all();
   }
   while (!persisting.empty()) finish_oldest();
-  if (persist) keep_in_tier(keys, hbm_bytes, stride);
   flush(true);
+  // After the last tokens left: the client never waits for the tier's copy.
+  if (persist) keep_in_tier(keys, hbm_bytes, stride);
   const double decode_s = to_seconds(clock.now() - start);
   DecodeReply reply;
   reply.output_tokens = std::move(output);

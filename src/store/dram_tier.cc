@@ -34,15 +34,26 @@ void DramTier::expire_locked() {
   }
 }
 
-bool DramTier::store(std::span<const BlockKey> keys, std::span<const std::byte> bytes) {
+bool DramTier::store(std::span<const BlockKey> keys,
+                     std::span<const std::byte> bytes,
+                     size_t bytes_from) {
   const uint64_t bb = options_.block_bytes;
   MutexLock lock(mu_);
   if (!enabled() || keys.empty() || bb == 0 || keys.size() * bb > options_.capacity_bytes ||
-      (options_.keep_bytes && bytes.size() < keys.size() * bb)) {
+      bytes_from > keys.size() ||
+      (options_.keep_bytes && bytes.size() < (keys.size() - bytes_from) * bb)) {
     ++stats_.not_kept;
     return false;
   }
   expire_locked();
+  if (options_.keep_bytes) {
+    for (size_t i = 0; i < bytes_from; ++i) {
+      if (!blocks_.contains(keys[i])) {  // dropped since the caller looked: no bytes for it
+        ++stats_.not_kept;
+        return false;
+      }
+    }
+  }
   // The chains this one extends (its session's earlier turns), found by their last keys.
   std::vector<ChainList::iterator> replaced;
   for (const BlockKey& k : keys) {
@@ -57,9 +68,9 @@ bool DramTier::store(std::span<const BlockKey> keys, std::span<const std::byte> 
     Block& b = blocks_[keys[i]];
     if (b.refs++ > 0) continue;
     stats_.used_bytes += bb;
-    if (options_.keep_bytes) {
+    if (options_.keep_bytes) {  // i >= bytes_from: the leading ones are held
       b.bytes = std::make_unique<std::byte[]>(bb);
-      std::memcpy(b.bytes.get(), bytes.data() + i * bb, bb);
+      std::memcpy(b.bytes.get(), bytes.data() + (i - bytes_from) * bb, bb);
     }
   }
   for (auto it : replaced) drop_locked(it);

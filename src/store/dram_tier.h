@@ -66,9 +66,12 @@ class DramTier {
   DramTier& operator=(const DramTier&) = delete;
 
   bool enabled() const { return options_.capacity_bytes > 0; }
-  // Keeps the chain `keys` (with keep_bytes, `bytes` holds keys.size() Full Blocks in order).
-  // Returns whether it was kept.
-  bool store(std::span<const BlockKey> keys, std::span<const std::byte> bytes);
+  // Keeps the chain `keys`. With keep_bytes, `bytes` holds the Full Blocks of keys[bytes_from..]
+  // in order; the leading bytes_from blocks must be held already (resident_prefix(): a session's
+  // next turn copies only its new blocks), else the chain is not kept. Returns whether it was.
+  bool store(std::span<const BlockKey> keys,
+             std::span<const std::byte> bytes,
+             size_t bytes_from = 0);
   // The number of leading keys of `keys` that one held, unexpired chain covers. Every chain
   // starts at a prompt's first block, and a key names its whole prefix, so the held keys of a
   // prompt are always a prefix of it: a binary search finds its end.

@@ -67,6 +67,25 @@ TEST(DramTier, AChainReplacesTheOneItExtendsAndSharesItsBlocks) {
   EXPECT_EQ(s.evicted, 0);
 }
 
+TEST(DramTier, ANextTurnGivesOnlyItsNewBlocksAndIsNotKeptIfTheOldOnesWentMeanwhile) {
+  ManualClock clock;
+  DramTier tier(options(16), clock);
+  auto t = tokens(4 * 3);
+  ASSERT_TRUE(tier.store(chain(t), bytes_of(3, 0)));
+  for (TokenId x : tokens(4 * 2, 100)) t.push_back(x);
+  const auto next = chain(t);
+  ASSERT_EQ(tier.resident_prefix(next), 3u);
+  ASSERT_TRUE(tier.store(next, bytes_of(2, 3), 3));  // blocks 3 and 4 only
+  std::vector<std::byte> out(kBlock);
+  ASSERT_TRUE(tier.read(next[0], out));
+  EXPECT_EQ(out[0], std::byte{0});
+  ASSERT_TRUE(tier.read(next[4], out));
+  EXPECT_EQ(out[0], std::byte{4});
+  tier.clear();
+  EXPECT_FALSE(tier.store(next, bytes_of(2, 3), 3)) << "kept blocks it has no bytes for";
+  EXPECT_EQ(tier.resident_prefix(next), 0u);
+}
+
 TEST(DramTier, ExpiresAfterItsTtlOnTheInjectedClock) {
   ManualClock clock;
   DramTier tier(options(8), clock);
