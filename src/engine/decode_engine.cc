@@ -19,6 +19,7 @@ Result<std::unique_ptr<DecodeEngine>> DecodeEngine::create(NodeRuntime& runtime)
   std::unique_ptr<DecodeEngine> e(new DecodeEngine(runtime));
   DecodeEngine* self = e.get();
   e->push_thread_ = std::thread([self] { self->push_loop(); });
+  if (runtime.dram_tier() != nullptr) e->tier_thread_ = std::thread([self] { self->tier_loop(); });
   DP_RETURN_IF_ERROR(
       runtime.worker().set_am_handler(kPushLayerAm, [self](const transport::AmMessage& m) {
         auto msg = parse_message<PushLayerMsg>(m.header);
@@ -39,7 +40,29 @@ DecodeEngine::~DecodeEngine() {
     stopping_ = true;
   }
   cv_.notify_all();
+  tier_cv_.notify_all();
   if (push_thread_.joinable()) push_thread_.join();
+  if (tier_thread_.joinable()) tier_thread_.join();
+}
+
+void DecodeEngine::tier_loop() {
+  for (;;) {
+    TierJob job;
+    {
+      MutexLock lock(mu_);
+      while (!stopping_ && tier_jobs_.empty()) tier_cv_.wait(lock);  // notified
+      if (stopping_) break;
+      job = std::move(tier_jobs_.front());
+      tier_jobs_.pop_front();
+    }
+    keep_in_tier(job.keys, job.hbm.bytes(), job.layer_stride_bytes);
+    job.hbm.release();
+    {
+      MutexLock lock(mu_);
+      --tier_busy_;
+    }
+    tier_cv_.notify_all();
+  }
 }
 
 void DecodeEngine::push_loop() {
@@ -237,6 +260,15 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
     // The DRAM tier's part: what it holds is copied, what it lost since the scheduler looked
     // (evicted, expired, a restarted node) is read from storage with the rest.
     store::DramTier* tier = rt_.dram_tier();
+    if (tier != nullptr && r->dram_blocks > 0) {
+      // The session's last turn may still be on its way into the tier (tier_loop).
+      MutexLock lock(mu_);
+      while (tier_busy_ > 0 && clock.now() < deadline &&
+             !rt_.cancels().cancelled(p.request_id)) {
+        (void)clock.wait_until(tier_cv_, lock,
+                               std::min(deadline, clock.now() + std::chrono::milliseconds(5)));
+      }
+    }
     for (int64_t b = 0; b < r->dram_blocks; ++b) {
       std::span<std::byte> out = r->buffer.bytes().subspan(b * fb, fb);
       if (tier != nullptr && tier->read(keys[b], out)) {
@@ -520,8 +552,15 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
   }
   while (!persisting.empty()) finish_oldest();
   flush(true);
-  // After the last tokens left: the client never waits for the tier's copy.
-  if (persist) keep_in_tier(keys, hbm_bytes, stride);
+  if (persist && rt_.dram_tier() != nullptr) {
+    // Into the tier behind the reply (the tier thread): the client never waits for the copy.
+    {
+      MutexLock lock(mu_);
+      tier_jobs_.push_back(TierJob{std::move(keys), std::move(hbm), stride});
+      ++tier_busy_;
+    }
+    tier_cv_.notify_all();
+  }
   const double decode_s = to_seconds(clock.now() - start);
   DecodeReply reply;
   reply.output_tokens = std::move(output);

@@ -20,9 +20,14 @@
 //            all are durable. A block that cannot be persisted (no staging room, a failed
 //            write) is skipped and counted: the cache degrades, the turn does not fail.
 //            With a DRAM tier, the sequence's whole blocks are then kept in it (Full Block
-//            layout) for the session's next turn. The CPU emulation copies them from the HBM
-//            arena (host memory here); on a GPU the prompt's blocks are in the DE buffer at
-//            decode start and the generated ones pass through the staging leases.
+//            layout) for the session's next turn, by the tier thread after the decode has
+//            answered (a GPU's copy engine runs beside the kernels: the client never waits for
+//            it), the HBM lease held until the copy is done. Only blocks the tier does not hold
+//            yet are copied. The CPU emulation copies them from the HBM arena (host memory here);
+//            on a GPU the prompt's blocks are in the DE buffer at decode start and the generated
+//            ones pass through the staging leases. A prepare that takes blocks from the tier
+//            first waits for the copies in flight (at most until its deadline), so a session
+//            that comes straight back finds its last turn there.
 //
 // Lifetimes. A prepared request whose decode never comes (its scheduler died, its PE failed and
 // the release was lost) is freed by reap_expired() once it is older than the setup's buffer TTL.
@@ -135,6 +140,13 @@ class DecodeEngine {
   void keep_in_tier(std::span<const store::BlockKey> keys,
                     std::span<const std::byte> hbm,
                     int64_t layer_stride_bytes);
+  // A decoded sequence on its way into the tier: its keys and its HBM lease.
+  struct TierJob {
+    std::vector<store::BlockKey> keys;
+    SlotLease hbm;
+    int64_t layer_stride_bytes = 0;
+  };
+  void tier_loop();
 
   NodeRuntime& rt_;
   mutable Mutex mu_;
@@ -145,11 +157,15 @@ class DecodeEngine {
   std::deque<PushLayerMsg> pushes_ DP_GUARDED_BY(mu_);
   std::deque<PushDone> push_done_ DP_GUARDED_BY(mu_);  // from completions
   bool stopping_ DP_GUARDED_BY(mu_) = false;
+  std::deque<TierJob> tier_jobs_ DP_GUARDED_BY(mu_);
+  int tier_busy_ DP_GUARDED_BY(mu_) = 0;  // jobs queued or being copied
+  CondVar tier_cv_;                       // a job queued, one done, or stopping
   // Owned by the push thread.
   std::map<uint64_t, PushInFlight> push_in_flight_;
   std::deque<transport::Operation> answers_in_flight_;
   uint64_t next_push_key_ = 1;
   std::thread push_thread_;
+  std::thread tier_thread_;  // with a DRAM tier only
 };
 
 }  // namespace dualpath::engine

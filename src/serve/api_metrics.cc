@@ -58,7 +58,8 @@ ApiMetrics::ApiMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
   migrations_ = counter(r, "dualpath:request_migrations_total",
                         "Turns whose decode moved to another node after a failure.");
   kv_read_bytes_ = family(prometheus::BuildCounter(), r, "dualpath:kv_read_bytes_total",
-                          "Cached KV bytes read from the store, by read path and node.");
+                          "Cached KV bytes read from the store by read path and node, and (path "
+                          "de_dram) served from a decode node's DRAM tier.");
   requests_ = family(prometheus::BuildCounter(), r, "dualpath:requests_total",
                      "API requests by outcome (HTTP status, or cancelled).");
   read_queue_ = family(prometheus::BuildGauge(), r, "dualpath:storage_read_queue_bytes",

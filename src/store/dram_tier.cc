@@ -38,10 +38,20 @@ bool DramTier::store(std::span<const BlockKey> keys,
                      std::span<const std::byte> bytes,
                      size_t bytes_from) {
   const uint64_t bb = options_.block_bytes;
+  const bool fits = enabled() && !keys.empty() && bb > 0 &&
+                    keys.size() * bb <= options_.capacity_bytes && bytes_from <= keys.size() &&
+                    (!options_.keep_bytes || bytes.size() >= (keys.size() - bytes_from) * bb);
+  // The copies are made before the lock is taken: a reader of another chain never waits for
+  // them.
+  std::vector<std::unique_ptr<std::byte[]>> fresh;
+  if (fits && options_.keep_bytes) {
+    for (size_t i = bytes_from; i < keys.size(); ++i) {
+      fresh.push_back(std::make_unique<std::byte[]>(bb));
+      std::memcpy(fresh.back().get(), bytes.data() + (i - bytes_from) * bb, bb);
+    }
+  }
   MutexLock lock(mu_);
-  if (!enabled() || keys.empty() || bb == 0 || keys.size() * bb > options_.capacity_bytes ||
-      bytes_from > keys.size() ||
-      (options_.keep_bytes && bytes.size() < (keys.size() - bytes_from) * bb)) {
+  if (!fits) {
     ++stats_.not_kept;
     return false;
   }
@@ -68,10 +78,7 @@ bool DramTier::store(std::span<const BlockKey> keys,
     Block& b = blocks_[keys[i]];
     if (b.refs++ > 0) continue;
     stats_.used_bytes += bb;
-    if (options_.keep_bytes) {  // i >= bytes_from: the leading ones are held
-      b.bytes = std::make_unique<std::byte[]>(bb);
-      std::memcpy(b.bytes.get(), bytes.data() + (i - bytes_from) * bb, bb);
-    }
+    if (options_.keep_bytes) b.bytes = std::move(fresh[i - bytes_from]);  // i >= bytes_from
   }
   for (auto it : replaced) drop_locked(it);
   by_last_[keys.back()] = added;
