@@ -441,11 +441,14 @@ void finish_records(ServeBenchRun& run, const GoodputSlo& slo) {
   run.tpot_s = summarize(std::move(v.tpot));
   run.e2e_s = summarize(std::move(v.e2el));
   std::vector<double> first, later;  // the sessions' first turns (nothing cached) and the rest
+  std::vector<double> hit;           // the turns with a cached prefix
   for (const RequestRecord& r : run.records) {
     if (r.ok) (r.round == 0 ? first : later).push_back(r.ttft_s);
+    if (r.ok && r.cached_tokens > 0) hit.push_back(r.ttft_s);
   }
   run.ttft_first_turn_s = summarize(std::move(first));
   run.ttft_later_turns_s = summarize(std::move(later));
+  run.ttft_hit_turns_s = summarize(std::move(hit));
   std::map<int, std::vector<double>> ttft;
   std::map<int, std::pair<int64_t, int64_t>> tokens;  // cached, prompt
   std::map<int, int64_t> requests;
@@ -503,6 +506,7 @@ Json ServeBenchRun::to_json() const {
           {"e2e_s", sim::latency_json(e2e_s)},
           {"ttft_first_turn_s", sim::latency_json(ttft_first_turn_s)},
           {"ttft_later_turns_s", sim::latency_json(ttft_later_turns_s)},
+          {"ttft_hit_turns_s", sim::latency_json(ttft_hit_turns_s)},
           {"read_paths", paths},
           {"error_samples", error_samples},
           {"session_digests", digests}};
@@ -987,13 +991,13 @@ std::string trace_vs_sim_table(const std::vector<ServeBenchRun>& runs, double tr
       "live beside the simulator (same sessions; emulated seconds: live real seconds / time "
       "dilation {:g})\n{:<24}",
       runs.empty() ? 1.0 : runs[0].time_dilation, "");
-  for (const ServeBenchRun& r : runs) out += fmt::format("{:>11}{:>11}", r.mode + " live", "sim");
+  for (const ServeBenchRun& r : runs) out += fmt::format("{:>15}{:>11}", r.mode + " live", "sim");
   out += "\n";
   auto row = [&](const char* name, auto live, auto simulated, const char* f) {
     out += fmt::format("{:<24}", name);
     for (const ServeBenchRun& r : runs) {
       const double d = r.time_dilation > 0 ? r.time_dilation : 1.0;
-      out += fmt::format(fmt::runtime(f), live(r, d));
+      out += fmt::format("{:>15}", fmt::format(fmt::runtime(f), live(r, d)));
       out += r.sim ? fmt::format(fmt::runtime(f), simulated(*r.sim, r)) : fmt::format("{:>11}", "-");
     }
     out += "\n";
@@ -1031,7 +1035,7 @@ std::string serve_bench_table(const std::vector<ServeBenchRun>& runs) {
   std::string out = fmt::format("{:<22}", "");
   for (const auto& r : runs) out += fmt::format("{:>12}", r.mode);
   for (size_t i = 1; i < runs.size(); ++i) {
-    out += fmt::format("{:>14}", runs[i].mode + "/" + runs[0].mode);
+    out += fmt::format("{:>16}", runs[i].mode + "/" + runs[0].mode);
   }
   out += "\n";
   auto row = [&](const char* name, auto get, const char* fmt_value, bool ratio) {
@@ -1040,9 +1044,9 @@ std::string serve_bench_table(const std::vector<ServeBenchRun>& runs) {
     for (size_t i = 1; i < runs.size(); ++i) {
       const double base = static_cast<double>(get(runs[0]));
       if (ratio && base > 0) {
-        out += fmt::format("{:>13.2f}x", static_cast<double>(get(runs[i])) / base);
+        out += fmt::format("{:>15.2f}x", static_cast<double>(get(runs[i])) / base);
       } else {
-        out += fmt::format("{:>14}", "");
+        out += fmt::format("{:>16}", "");
       }
     }
     out += "\n";
@@ -1062,6 +1066,10 @@ std::string serve_bench_table(const std::vector<ServeBenchRun>& runs) {
   row("  later turns p50", [](const ServeBenchRun& r) { return r.ttft_later_turns_s.p50 * 1e3; },
       "{:>12.1f}", true);
   row("  later turns p99", [](const ServeBenchRun& r) { return r.ttft_later_turns_s.p99 * 1e3; },
+      "{:>12.1f}", true);
+  row("  hit turns p50", [](const ServeBenchRun& r) { return r.ttft_hit_turns_s.p50 * 1e3; },
+      "{:>12.1f}", true);
+  row("  hit turns p99", [](const ServeBenchRun& r) { return r.ttft_hit_turns_s.p99 * 1e3; },
       "{:>12.1f}", true);
   row("TPOT p50 (ms)", [](const ServeBenchRun& r) { return r.tpot_s.p50 * 1e3; }, "{:>12.2f}",
       true);

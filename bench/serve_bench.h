@@ -187,6 +187,9 @@ struct ServeBenchRun {
   // TTFT split: the sessions' first turns (nothing cached: a whole prefill) and the later ones
   // (the hits the read paths load), since their tails have different causes.
   LatencyStats ttft_first_turn_s, ttft_later_turns_s;
+  // The turns with a cached prefix (cached_tokens > 0): what the read paths and the DE DRAM tier
+  // serve (the simulator's ttft_hit_s).
+  LatencyStats ttft_hit_turns_s;
   std::map<std::string, int64_t> read_paths;  // dualpath.read_path -> requests
   std::vector<std::string> error_samples;     // the first few errors
   // Per session, the FNV-1a digest of every reply's text: equal across modes when the greedy
