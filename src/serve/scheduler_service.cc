@@ -235,6 +235,7 @@ Result<sched::ClusterSchedulerParams> scheduler_params(const ServeConfig& config
     in.kv_bytes_per_token =
         static_cast<double>(kv_shape.layers * kv_shape.bytes_per_token_per_layer);
   }
+  in.recompute_auto = config.cache_applies() && config.cache.recompute == "auto";
   return sched::make_cluster_scheduler_params(config.scheduler, in);
 }
 

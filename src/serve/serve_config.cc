@@ -14,11 +14,13 @@ sched::PathPolicy ServeConfig::path_policy() const {
   return sched::mode_policy(scheduler.mode).paths;
 }
 
-uint64_t ServeConfig::tier_bytes() const {
-  // The tier needs a read path the scheduler chooses (modes full and split, as the simulator's
-  // check): under another mode a configured tier is off.
+bool ServeConfig::cache_applies() const {
   const sched::PathPolicy paths = path_policy();
-  if (paths != sched::PathPolicy::kShortestQueue && paths != sched::PathPolicy::kSplit) return 0;
+  return paths == sched::PathPolicy::kShortestQueue || paths == sched::PathPolicy::kSplit;
+}
+
+uint64_t ServeConfig::tier_bytes() const {
+  if (!cache_applies()) return 0;
   const double scale = engine.compute == "modeled" ? engine.kv_scale : 1.0;
   return static_cast<uint64_t>(cache.de_dram_bytes * scale);
 }
@@ -69,13 +71,12 @@ Status apply_serve_config(Config& file, ServeConfig& cfg) {
   cfg.origin = file.origin();
   // [cache] (issue 35): the DE DRAM tier is live; the rest is the simulator's so far: say so
   // rather than "unknown key".
-  for (const char* key :
-       {"cache.recompute", "cache.store_capacity_gb", "cache.evict", "cache.prefetch"}) {
+  for (const char* key : {"cache.store_capacity_gb", "cache.evict", "cache.prefetch"}) {
     if (file.has(key))
       return Status::invalid_argument(fmt::format(
           "{}: {} is modelled by the simulator only (dualpath sim, dualpath capacity; "
           "docs/sched.md \"For agents\"): the live system has the DE DRAM tier "
-          "(cache.de_dram_gb, cache.de_dram_ttl_s) but no prefetch, read-or-recompute or "
+          "(cache.de_dram_gb, cache.de_dram_ttl_s) and cache.recompute, but no prefetch or "
           "bounded store yet; remove the key for serve, node and the live benchmarks",
           file.origin(), key));
   }
@@ -86,6 +87,8 @@ Status apply_serve_config(Config& file, ServeConfig& cfg) {
   cfg.cache.de_dram_ttl_s = file.positive_number(
       "cache.de_dram_ttl_s", cfg.cache.de_dram_ttl_s,
       "seconds a decode node keeps a session's KV in its DRAM tier after its turn");
+  cfg.cache.recompute =
+      file.choice("cache.recompute", cfg.cache.recompute, {"never", "auto", "always"});
   DP_RETURN_IF_ERROR(engine::apply_engine_config(file, cfg.engine));
   return apply_scheduler_keys(file, cfg.scheduler);
 }

@@ -70,6 +70,10 @@ struct CacheSettings {
   // it under modeled compute, as they keep kv_scale of the model's KV (tier_bytes()).
   double de_dram_bytes = 0;
   double de_dram_ttl_s = 480;  // cache.de_dram_ttl_s, emulated seconds
+  // cache.recompute: never | auto (the scheduler recomputes a hit when the cost model says that
+  // is sooner than reading it behind its node's read queue: modeled compute only, the CPU model
+  // has no cost model) | always (every hit recomputed: a baseline).
+  std::string recompute = "never";
 };
 
 struct ServeConfig {
@@ -90,8 +94,11 @@ struct ServeConfig {
   // (`serve` without --external-nodes), written owner-only to the service's temporary directory.
   bool ephemeral_credential = false;
 
-  // A decode node's DRAM tier in the nodes' bytes (0 under a mode whose read path the scheduler
-  // does not choose: basic, layerwise, oracle), and its TTL in real time.
+  // [cache] applies under modes whose read path the scheduler chooses (full, split), as the
+  // simulator's check; under basic, layerwise and oracle it is off.
+  bool cache_applies() const;
+  // A decode node's DRAM tier in the nodes' bytes (0 where the cache does not apply), and its
+  // TTL in real time.
   uint64_t tier_bytes() const;
   Duration tier_ttl() const;
 

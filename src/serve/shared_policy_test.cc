@@ -4,6 +4,7 @@
 // service derives the scheduler's parameters from a config exactly as the simulator does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -23,8 +24,12 @@ std::string config_path(const char* name) {
 }
 
 TEST(SharedPlan, ASimulatorRunsPlansReplayByteIdenticallyThroughTheServicesCallSite) {
-  for (ServeMode mode : {ServeMode::kFull, ServeMode::kBasic, ServeMode::kOracle, ServeMode::kSplit}) {
-    SCOPED_TRACE(std::string(serve_mode_name(mode)));
+  // The paper's modes, and full with issue 35's DE DRAM tier and read-or-recompute (the
+  // simulator's tier residency as the requests' input; recompute_auto from the same [cache]).
+  for (auto [mode, cache] : {std::pair{ServeMode::kFull, false}, std::pair{ServeMode::kBasic, false},
+                             std::pair{ServeMode::kOracle, false}, std::pair{ServeMode::kSplit, false},
+                             std::pair{ServeMode::kFull, true}}) {
+    SCOPED_TRACE(std::string(serve_mode_name(mode)) + (cache ? " with [cache]" : ""));
     // The simulator on emu-2p4d's cluster, recording its scheduler's calls and its plans.
     auto file_or = Config::from_file(config_path("emu-2p4d.toml"));
     ASSERT_TRUE(file_or.is_ok());
@@ -36,6 +41,10 @@ TEST(SharedPlan, ASimulatorRunsPlansReplayByteIdenticallyThroughTheServicesCallS
     ASSERT_TRUE(sim::apply_config(file, sc).is_ok());
     sc.scheduler.mode = mode;
     sc.agents = 32;
+    if (cache) {
+      sc.de_dram_bytes = 400e9;
+      sc.recompute = "auto";
+    }
     std::vector<sched::SchedulerEvent> log;
     std::vector<std::string> sim_plans;
     std::optional<sched::ClusterSchedulerParams> sim_params;
@@ -55,6 +64,10 @@ TEST(SharedPlan, ASimulatorRunsPlansReplayByteIdenticallyThroughTheServicesCallS
     ASSERT_TRUE(live_or.is_ok()) << live_or.status().to_string();
     ServeConfig live = *live_or;
     live.scheduler.mode = mode;
+    if (cache) {
+      live.cache.de_dram_bytes = 400e9;
+      live.cache.recompute = "auto";
+    }
     live.engine.engines_per_node = live.engine.hardware.gpus_per_node;
     live.typical_turn = sim::typical_turn(*sim::build_agents(sc));
     auto params = scheduler_params(live);
@@ -67,6 +80,9 @@ TEST(SharedPlan, ASimulatorRunsPlansReplayByteIdenticallyThroughTheServicesCallS
     EXPECT_EQ(params->paths, sim_params->paths);
     EXPECT_EQ(params->de.z_factor, sim_params->de.z_factor);
     EXPECT_EQ(params->split_min_tokens, sim_params->split_min_tokens);
+    EXPECT_EQ(params->recompute_auto, cache);
+    EXPECT_EQ(params->recompute_auto, sim_params->recompute_auto);
+    EXPECT_EQ(params->read_tokens_per_s, sim_params->read_tokens_per_s);
     // The DE HBM budget is an input: the live node's arena, the simulator's GPU; the plans
     // are compared with the simulator's.
     sched::ClusterSchedulerParams p = *params;
@@ -91,9 +107,12 @@ TEST(SharedPlan, ASimulatorRunsPlansReplayByteIdenticallyThroughTheServicesCallS
       switch (e.kind) {
         case K::kSubmit: {
           const sched::SchedRequest& rec = e.request;
-          const sched::SchedRequest req = planner->request(rec.id, rec.prompt_tokens,
-                                                           rec.gen_tokens, rec.hit_tokens, rec.path);
+          const sched::SchedRequest req =
+              planner->request(rec.id, rec.prompt_tokens, rec.gen_tokens, rec.hit_tokens,
+                               rec.path, rec.dram_node, rec.dram_tokens);
           ASSERT_EQ(req.hit_tokens, rec.hit_tokens);
+          ASSERT_EQ(req.dram_tokens, rec.dram_tokens);
+          ASSERT_EQ(req.recompute_extra_s, rec.recompute_extra_s);
           ASSERT_EQ(req.hbm_need_bytes, rec.hbm_need_bytes);
           ASSERT_EQ(req.pe_work_s, rec.pe_work_s);
           requests[req.id] = req;
@@ -122,6 +141,13 @@ TEST(SharedPlan, ASimulatorRunsPlansReplayByteIdenticallyThroughTheServicesCallS
           service_side.set_node_alive(e.index, e.alive);
           break;
       }
+    }
+    if (cache) {
+      // The tier's input did reach the plans (the replay would pass vacuously otherwise).
+      const auto from_dram = std::count_if(sim_plans.begin(), sim_plans.end(), [](const auto& p) {
+        return p.find("de_dram [") != std::string::npos;
+      });
+      EXPECT_GT(from_dram, 100) << "of " << sim_plans.size() << " plans";
     }
     ASSERT_EQ(live_plans.size(), sim_plans.size());
     for (size_t i = 0; i < sim_plans.size(); ++i) {

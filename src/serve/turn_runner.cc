@@ -325,6 +325,9 @@ Result<TurnResult> TurnRunner::run_turn(TurnRequest request) {
   out.prompt_tokens = static_cast<int64_t>(request.tokens.size());
   std::vector<int32_t> produced;  // tokens of attempts whose decode node died mid-way
   sched::PathRequest path = request.path;
+  // cache.recompute = always: every hit recomputed (the baseline of read-or-recompute).
+  if (!path && config.cache_applies() && config.cache.recompute == "always")
+    path = sched::ReadPath::kRecompute;
   Status last;
   for (int attempt = 1; attempt <= config.scheduler.max_attempts; ++attempt) {
     Attempt a;
