@@ -86,6 +86,20 @@ Result<CheckedTurn> check_turn(const pb::TurnSpec& t, int64_t block_tokens, std:
   }
   if (t.no_io() && (!pe_empty || !de_empty || !dram_empty))
     return bad(what, "no_io", "comes with a storage read");
+  // A loading plan covers its whole hit, part after part, with no gap (a block nobody loads
+  // would leave its rows in the PE's HBM slot unwritten).
+  if (!t.no_io() && c.path != sched::ReadPath::kRecompute) {
+    int64_t covered = start;
+    if (!pe_empty) covered = pe_;
+    if (!de_empty) shape = shape && db == covered;
+    if (!de_empty) covered = de;
+    if (!shape || covered != hit) {
+      return bad(what, "read ranges",
+                 fmt::format("de_dram [{}, {}), pe [{}, {}) and de [{}, {}) leave a gap in the "
+                             "{}-token hit",
+                             mb, me, pb_, pe_, db, de, hit));
+    }
+  }
   if (!dram_empty && c.path != sched::ReadPath::kDe && c.path != sched::ReadPath::kSplit)
     return bad(what, "de_dram", "comes with a path on which the DE node pushes nothing");
   if (t.cache_namespace().size() > engine::kMaxCacheNamespaceBytes) {
@@ -194,7 +208,8 @@ Result<engine::PrepareRequest> prepare_request(const pb::PrepareRequest& m, int6
   r.gen_tokens = t.gen_tokens();
   r.read_hits = t.de_read().end_tokens() > t.de_read().begin_tokens();
   r.read_from_tokens = r.read_hits ? t.de_read().begin_tokens() : 0;
-  r.dram_tokens = std::max<int64_t>(0, t.de_dram().end_tokens());
+  const bool dram = t.de_dram().end_tokens() > t.de_dram().begin_tokens();
+  r.dram_tokens = dram ? t.de_dram().end_tokens() : 0;
   r.oracle = t.no_io();
   r.engine = m.engine();
   r.sampling = sampling_of(t.sampling());

@@ -54,6 +54,44 @@ TEST(Convert, BothNodesReadTheirPartOfTheSamePlanFromOneTurnSpec) {
   EXPECT_EQ(pre->tokens, tokens);
 }
 
+// The DE DRAM tier (issue 35): the plan [0, 64) from the DE's DRAM, [64, 128) read by the PE,
+// [128, 256) by the DE; each node gets its part, and a plan that leaves a block unloaded is
+// refused.
+TEST(Convert, ADramPartLeadsThePlanAndAGapInTheHitIsRefused) {
+  const auto tokens = prompt(300);
+  sched::TurnPlan plan = split_plan();
+  plan.de_dram = {0, 64};
+  plan.pe_read = {64, 128};
+  const pb::TurnSpec spec = turn_spec(plan, 5, tokens, {}, "");
+  pb::PrepareRequest pm;
+  *pm.mutable_turn() = spec;
+  auto prep = prepare_request(pm, 64);
+  ASSERT_TRUE(prep.is_ok()) << prep.status().to_string();
+  EXPECT_EQ(prep->dram_tokens, 64);
+  EXPECT_EQ(prep->read_from_tokens, 128);
+  pb::PrefillRequest fm;
+  *fm.mutable_turn() = spec;
+  auto pre = prefill_request(fm, 64);
+  ASSERT_TRUE(pre.is_ok()) << pre.status().to_string();
+  EXPECT_EQ(pre->pe_read_from_tokens, 64);
+  EXPECT_EQ(pre->pe_read_tokens, 64);
+
+  // The PE's part not where the DRAM part ends: blocks [64, 128) would be nobody's.
+  pb::PrepareRequest gap = pm;
+  gap.mutable_turn()->mutable_pe_read()->set_begin_tokens(128);
+  gap.mutable_turn()->mutable_pe_read()->set_end_tokens(128);
+  auto r = prepare_request(gap, 64);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("read ranges"), std::string::npos);
+  // An empty DRAM range is no DRAM part, whatever its bounds.
+  pb::PrepareRequest empty = pm;
+  empty.mutable_turn()->mutable_de_dram()->set_begin_tokens(64);
+  empty.mutable_turn()->mutable_pe_read()->set_begin_tokens(0);
+  prep = prepare_request(empty, 64);
+  ASSERT_TRUE(prep.is_ok()) << prep.status().to_string();
+  EXPECT_EQ(prep->dram_tokens, 0);
+}
+
 TEST(Convert, ATurnSpecOutOfThePlansShapeIsRefusedNamingTheField) {
   const auto tokens = prompt(300);
   pb::PrepareRequest m;

@@ -59,7 +59,7 @@ void DecodeEngine::tier_loop() {
     job.hbm.release();
     {
       MutexLock lock(mu_);
-      --tier_busy_;
+      ++tier_done_;
     }
     tier_cv_.notify_all();
   }
@@ -261,12 +261,16 @@ Result<PrepareReply> DecodeEngine::prepare(const PrepareRequest& request) {
     // (evicted, expired, a restarted node) is read from storage with the rest.
     store::DramTier* tier = rt_.dram_tier();
     if (tier != nullptr && r->dram_blocks > 0) {
-      // The session's last turn may still be on its way into the tier (tier_loop).
+      // The session's last turn may still be on its way into the tier (tier_loop): wait for the
+      // copies queued before this prepare, for at most a quarter of its time (the rest is the
+      // storage read's, should the tier not have the blocks after all).
       MutexLock lock(mu_);
-      while (tier_busy_ > 0 && clock.now() < deadline &&
+      const uint64_t ticket = tier_queued_;
+      const Duration until = clock.now() + (deadline - clock.now()) / 4;
+      while (tier_done_ < ticket && clock.now() < until &&
              !rt_.cancels().cancelled(p.request_id)) {
         (void)clock.wait_until(tier_cv_, lock,
-                               std::min(deadline, clock.now() + std::chrono::milliseconds(5)));
+                               std::min(until, clock.now() + std::chrono::milliseconds(5)));
       }
     }
     for (int64_t b = 0; b < r->dram_blocks; ++b) {
@@ -390,18 +394,20 @@ void DecodeEngine::keep_in_tier(std::span<const store::BlockKey> keys,
   const auto fb = static_cast<size_t>(layout.full_block_bytes());
   const int64_t row = layout.bytes_per_token_per_layer;
   if (keys.size() * fb > tier->stats().capacity_bytes) return;  // it would not be kept
-  // Only the blocks the tier does not hold yet (a session's next turn: its new ones).
+  // Only the blocks the tier does not hold yet (a session's next turn: its new ones), each
+  // gathered from its layers' rows straight into the buffer the tier keeps.
   const size_t held = tier->resident_prefix(keys);
-  std::vector<std::byte> blocks((keys.size() - held) * fb);
+  std::vector<store::DramTier::BlockBytes> blocks;
   for (size_t b = held; b < keys.size(); ++b) {
+    blocks.push_back(std::make_unique<std::byte[]>(fb));
     for (int64_t l = 0; l < layout.layers; ++l) {
       const auto from = hbm.subspan(l * layer_stride_bytes + static_cast<int64_t>(b) *
                                                                   layout.block_tokens * row,
                                     lb);
-      std::copy(from.begin(), from.end(), blocks.begin() + (b - held) * fb + l * lb);
+      std::copy(from.begin(), from.end(), blocks.back().get() + l * lb);
     }
   }
-  (void)tier->store(keys, blocks, held);
+  (void)tier->store_blocks(keys, std::move(blocks), held);
 }
 
 Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const TokenSink& sink) {
@@ -556,8 +562,10 @@ Result<DecodeReply> DecodeEngine::decode(const DecodeRequest& request, const Tok
     // Into the tier behind the reply (the tier thread): the client never waits for the copy.
     {
       MutexLock lock(mu_);
-      tier_jobs_.push_back(TierJob{std::move(keys), std::move(hbm), stride});
-      ++tier_busy_;
+      if (tier_jobs_.size() < kTierJobsQueued) {
+        tier_jobs_.push_back(TierJob{std::move(keys), std::move(hbm), stride});
+        ++tier_queued_;
+      }
     }
     tier_cv_.notify_all();
   }

@@ -26,8 +26,10 @@
 //            yet are copied. The CPU emulation copies them from the HBM arena (host memory here);
 //            on a GPU the prompt's blocks are in the DE buffer at decode start and the generated
 //            ones pass through the staging leases. A prepare that takes blocks from the tier
-//            first waits for the copies in flight (at most until its deadline), so a session
-//            that comes straight back finds its last turn there.
+//            first waits for the copies queued before it (at most a quarter of its time), so a
+//            session that comes straight back finds its last turn there. At most
+//            kTierJobsQueued copies wait; a sequence beyond that is not kept (its HBM goes back
+//            at once), and its next turn reads from storage.
 //
 // Lifetimes. A prepared request whose decode never comes (its scheduler died, its PE failed and
 // the release was lost) is freed by reap_expired() once it is older than the setup's buffer TTL.
@@ -158,7 +160,13 @@ class DecodeEngine {
   std::deque<PushDone> push_done_ DP_GUARDED_BY(mu_);  // from completions
   bool stopping_ DP_GUARDED_BY(mu_) = false;
   std::deque<TierJob> tier_jobs_ DP_GUARDED_BY(mu_);
-  int tier_busy_ DP_GUARDED_BY(mu_) = 0;  // jobs queued or being copied
+  // Jobs ever queued and ever finished (one thread, in order): a prepare waits for the jobs
+  // queued before it, not for those queued after.
+  uint64_t tier_queued_ DP_GUARDED_BY(mu_) = 0;
+  uint64_t tier_done_ DP_GUARDED_BY(mu_) = 0;
+  // Jobs waiting beyond this are not queued (the sequence is not kept; its HBM goes back at
+  // once): each holds a whole HBM lease the scheduler has already counted as free.
+  static constexpr size_t kTierJobsQueued = 4;
   CondVar tier_cv_;                       // a job queued, one done, or stopping
   // Owned by the push thread.
   std::map<uint64_t, PushInFlight> push_in_flight_;

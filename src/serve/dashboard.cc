@@ -458,6 +458,7 @@ function render() {
     t('output tokens', c(M + 'generation_tokens_total', {})),
     t('KV read PE', c(M + 'kv_read_bytes_total', {path: 'pe'}, bytes)),
     t('DE', c(M + 'kv_read_bytes_total', {path: 'de'}, bytes)),
+    t('DE DRAM tier', c(M + 'kv_read_bytes_total', {path: 'de_dram'}, bytes)),
     t('migrations', c(M + 'request_migrations_total', {})),
   ];
   for (const r of s.series(M + 'requests_total').map(x => x.labels.status).sort()) {

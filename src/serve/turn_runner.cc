@@ -133,10 +133,12 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
     const store::PrefixMatch match = parts_.store->longest_cached_prefix(prompt, req.cache_namespace);
     cached = match.hit_tokens(parts_.layout);
     if (!tiers_.empty()) {
-      dram = resident(match.keys);
+      // Within the store's prefix: the tier's part is then also in storage, so a node that lost
+      // it (its tier evicted in another order than the mirror, it restarted) or a turn placed
+      // on another node reads it from there. Blocks only a tier holds (a persist skipped, the
+      // store evicted them) are not counted on.
+      dram = resident(std::span(match.keys).first(match.hit_blocks));
       dram.second *= parts_.layout.block_tokens;
-      // A tier may hold more than the store (a block it could not persist, one evicted since).
-      cached = std::max(cached, dram.second);
     }
   }
   const sched::SchedRequest sr = parts_.planner.request(static_cast<int64_t>(a.id), n, gen,

@@ -38,18 +38,26 @@ bool DramTier::store(std::span<const BlockKey> keys,
                      std::span<const std::byte> bytes,
                      size_t bytes_from) {
   const uint64_t bb = options_.block_bytes;
-  const bool fits = enabled() && !keys.empty() && bb > 0 &&
-                    keys.size() * bb <= options_.capacity_bytes && bytes_from <= keys.size() &&
-                    (!options_.keep_bytes || bytes.size() >= (keys.size() - bytes_from) * bb);
   // The copies are made before the lock is taken: a reader of another chain never waits for
   // them.
-  std::vector<std::unique_ptr<std::byte[]>> fresh;
-  if (fits && options_.keep_bytes) {
+  std::vector<BlockBytes> fresh;
+  if (options_.keep_bytes && bytes_from <= keys.size() &&
+      bytes.size() >= (keys.size() - bytes_from) * bb) {
     for (size_t i = bytes_from; i < keys.size(); ++i) {
       fresh.push_back(std::make_unique<std::byte[]>(bb));
       std::memcpy(fresh.back().get(), bytes.data() + (i - bytes_from) * bb, bb);
     }
   }
+  return store_blocks(keys, std::move(fresh), bytes_from);
+}
+
+bool DramTier::store_blocks(std::span<const BlockKey> keys,
+                            std::vector<BlockBytes> fresh,
+                            size_t bytes_from) {
+  const uint64_t bb = options_.block_bytes;
+  const bool fits = enabled() && !keys.empty() && bb > 0 &&
+                    keys.size() * bb <= options_.capacity_bytes && bytes_from <= keys.size() &&
+                    (!options_.keep_bytes || fresh.size() == keys.size() - bytes_from);
   MutexLock lock(mu_);
   if (!fits) {
     ++stats_.not_kept;

@@ -72,6 +72,12 @@ class DramTier {
   bool store(std::span<const BlockKey> keys,
              std::span<const std::byte> bytes,
              size_t bytes_from = 0);
+  // The same with the blocks of keys[bytes_from..] as buffers of one Full Block each, taken
+  // over (no copy).
+  using BlockBytes = std::unique_ptr<std::byte[]>;
+  bool store_blocks(std::span<const BlockKey> keys,
+                    std::vector<BlockBytes> blocks,
+                    size_t bytes_from);
   // The number of leading keys of `keys` that one held, unexpired chain covers. Every chain
   // starts at a prompt's first block, and a key names its whole prefix, so the held keys of a
   // prompt are always a prefix of it: a binary search finds its end.
