@@ -13,6 +13,7 @@ namespace dualpath::bench {
 namespace {
 
 using serve::Cluster;
+using serve::ClusterOptions;
 using serve::fast_modeled_cluster;
 using store::TempDir;
 
@@ -87,13 +88,17 @@ TEST(OverlapBench, TimesEveryPathOverTheSameHits) {
   EXPECT_DOUBLE_EQ(r->paths[0].ratio_to_compute_only, 1.0);
 }
 
-// Four sessions at once over two decode nodes by the auto path give the tokens of the same
-// sessions run one turn at a time.
+// Four sessions at once over two decode nodes by the auto path, with the decode nodes' DRAM
+// tier on (issue 35: its copies run on a thread of their own), give the tokens of the same
+// sessions run one turn at a time without it (the modeled backend's tokens digest the KV they
+// consume).
 TEST(EngineConcurrency, ConcurrentSessionsGiveTheTokensOfSequentialOnes) {
   std::vector<DemoReport> reports;
   for (bool concurrent : {true, false}) {
     TempDir dir;
-    auto cluster = Cluster::start(fast_modeled_cluster(dir.path(), 2));
+    ClusterOptions options = fast_modeled_cluster(dir.path(), 2);
+    if (concurrent) options.config.cache.de_dram_bytes = 64e6 / options.config.engine.kv_scale;
+    auto cluster = Cluster::start(options);
     ASSERT_TRUE(cluster.is_ok()) << cluster.status().to_string();
     DemoOptions demo;
     demo.sessions = 4;
@@ -106,11 +111,15 @@ TEST(EngineConcurrency, ConcurrentSessionsGiveTheTokensOfSequentialOnes) {
     reports.push_back(std::move(report).value());
   }
   ASSERT_EQ(reports[0].turns.size(), reports[1].turns.size());
+  int64_t from_dram = 0;
   for (size_t i = 0; i < reports[0].turns.size(); ++i) {
     EXPECT_EQ(reports[0].turns[i].result.output_tokens, reports[1].turns[i].result.output_tokens)
         << "turn " << i;
     EXPECT_EQ(reports[0].turns[i].result.hit_tokens, reports[1].turns[i].result.hit_tokens);
+    EXPECT_EQ(reports[1].turns[i].result.bytes.de_dram, 0);
+    from_dram += reports[0].turns[i].result.bytes.de_dram;
   }
+  EXPECT_GT(from_dram, 0) << "no turn took its hit from a decode node's DRAM tier";
 }
 
 }  // namespace
