@@ -23,6 +23,13 @@ std::vector<std::byte> bytes_of(size_t blocks, int fill) {
   for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(fill + i / kBlock);
   return b;
 }
+// A session's three-block first turn, and its next turn's tokens (two blocks appended).
+std::vector<TokenId> first_turn() { return tokens(4 * 3); }
+std::vector<TokenId> next_turn() {
+  auto t = first_turn();
+  for (TokenId x : tokens(4 * 2, 100)) t.push_back(x);
+  return t;
+}
 DramTier::Options options(uint64_t blocks, bool keep = true) {
   return {blocks * kBlock, std::chrono::seconds(10), kBlock, keep};
 }
@@ -43,12 +50,9 @@ TEST(DramTier, KeepsAChainAndReadsItsBlocksBack) {
 TEST(DramTier, ANextTurnsPromptFindsThePreviousTurnsPrefix) {
   ManualClock clock;
   DramTier tier(options(16), clock);
-  const auto t = tokens(4 * 3);
-  ASSERT_TRUE(tier.store(chain(t), bytes_of(3, 0)));
-  auto next = t;
-  for (TokenId x : tokens(4 * 2, 100)) next.push_back(x);
-  EXPECT_EQ(tier.resident_prefix(chain(next)), 3u);  // the two new blocks are not held
-  auto other = t;
+  ASSERT_TRUE(tier.store(chain(first_turn()), bytes_of(3, 0)));
+  EXPECT_EQ(tier.resident_prefix(chain(next_turn())), 3u);  // the two new blocks are not held
+  auto other = first_turn();
   other[5] = -1;  // differs in block 1
   EXPECT_EQ(tier.resident_prefix(chain(other)), 1u);
 }
@@ -56,10 +60,8 @@ TEST(DramTier, ANextTurnsPromptFindsThePreviousTurnsPrefix) {
 TEST(DramTier, AChainReplacesTheOneItExtendsAndSharesItsBlocks) {
   ManualClock clock;
   DramTier tier(options(16), clock);
-  auto t = tokens(4 * 3);
-  ASSERT_TRUE(tier.store(chain(t), bytes_of(3, 0)));
-  for (TokenId x : tokens(4 * 2, 100)) t.push_back(x);
-  ASSERT_TRUE(tier.store(chain(t), bytes_of(5, 0)));
+  ASSERT_TRUE(tier.store(chain(first_turn()), bytes_of(3, 0)));
+  ASSERT_TRUE(tier.store(chain(next_turn()), bytes_of(5, 0)));
   const DramTier::Stats s = tier.stats();
   EXPECT_EQ(s.chains, 1);  // the previous turn's chain was replaced
   EXPECT_EQ(s.blocks, 5);
@@ -70,10 +72,8 @@ TEST(DramTier, AChainReplacesTheOneItExtendsAndSharesItsBlocks) {
 TEST(DramTier, ANextTurnGivesOnlyItsNewBlocksAndIsNotKeptIfTheOldOnesWentMeanwhile) {
   ManualClock clock;
   DramTier tier(options(16), clock);
-  auto t = tokens(4 * 3);
-  ASSERT_TRUE(tier.store(chain(t), bytes_of(3, 0)));
-  for (TokenId x : tokens(4 * 2, 100)) t.push_back(x);
-  const auto next = chain(t);
+  ASSERT_TRUE(tier.store(chain(first_turn()), bytes_of(3, 0)));
+  const auto next = chain(next_turn());
   ASSERT_EQ(tier.resident_prefix(next), 3u);
   ASSERT_TRUE(tier.store(next, bytes_of(2, 3), 3));  // blocks 3 and 4 only
   std::vector<std::byte> out(kBlock);
