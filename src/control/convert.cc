@@ -232,9 +232,11 @@ Result<engine::PrefillRequest> prefill_request(const pb::PrefillRequest& m, int6
   r.pe_engine = m.engine();
   r.sampling = sampling_of(t.sampling());
   // A split read's PE part: its length, and where it begins (after the DE DRAM tier's part).
-  const int64_t pe_part = std::max<int64_t>(0, t.pe_read().end_tokens() - t.pe_read().begin_tokens());
-  r.pe_read_tokens = c.path == sched::ReadPath::kSplit ? pe_part : 0;
-  r.pe_read_from_tokens = c.path == sched::ReadPath::kSplit && pe_part > 0 ? t.pe_read().begin_tokens() : 0;
+  const int64_t pe_part =
+      std::max<int64_t>(0, t.pe_read().end_tokens() - t.pe_read().begin_tokens());
+  const bool split = c.path == sched::ReadPath::kSplit;
+  r.pe_read_tokens = split ? pe_part : 0;
+  r.pe_read_from_tokens = split && pe_part > 0 ? t.pe_read().begin_tokens() : 0;
   r.cache_namespace = t.cache_namespace();
   return r;
 }

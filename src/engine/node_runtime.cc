@@ -61,8 +61,8 @@ bool NodeSetup::operator==(const NodeSetup& o) const {
                     b.time_dilation, b.prefill_ep_gpus, b.decode_ep_gpus, x.block_tokens,
                     x.data_paths, x.store_capacity_bytes, x.store_fault_rate, x.dram_buffer_bytes,
                     x.hbm_bytes, x.pipeline_depth, x.engines, x.compute_slots, x.timeout,
-                    x.report_interval, x.heartbeat, x.buffer_ttl, x.dram_tier_bytes, x.dram_tier_ttl,
-                    x.transports, x.net_devices, x.poll_us,
+                    x.report_interval, x.heartbeat, x.buffer_ttl, x.dram_tier_bytes,
+                    x.dram_tier_ttl, x.transports, x.net_devices, x.poll_us,
                     x.poll_in_flight_us, x.snic_gbps);
   };
   return key(*this) == key(o) && backend.hardware == o.backend.hardware &&

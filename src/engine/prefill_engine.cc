@@ -190,9 +190,10 @@ Result<PrefillReply> PrefillEngine::prefill(const PrefillRequest& req,
     DP_ASSIGN_OR_RETURN(pe_buffer, rt_.dram().allocate_wait(pe_blocks * fb, deadline, [&] {
       return rt_.cancels().cancelled(req.request_id);
     }), "request {}", req.request_id);
-    const auto keys = store::block_key_chain(kv_fingerprint(rt_.setup().backend),
-                                             std::span(req.tokens).first((pe_first + pe_blocks) * bt),
-                                             bt, req.cache_namespace);
+    const auto keys =
+        store::block_key_chain(kv_fingerprint(rt_.setup().backend),
+                               std::span(req.tokens).first((pe_first + pe_blocks) * bt), bt,
+                               req.cache_namespace);
     std::vector<store::ReadRequest> reads;
     for (int64_t b = 0; b < pe_blocks; ++b) {
       reads.push_back({keys[pe_first + b], pe_buffer.bytes().subspan(b * fb, fb)});

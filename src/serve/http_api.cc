@@ -75,7 +75,9 @@ std::string read_path_label(const TurnResult& r) {
                               : r.pe_read_bytes > 0                      ? "pe"
                               : r.de_read_bytes > 0                      ? "de"
                                                                          : "";
-  if (r.bytes.de_dram == 0) return storage.empty() ? std::string(sched::read_path_name(r.path)) : storage;
+  if (r.bytes.de_dram == 0) {
+    return storage.empty() ? std::string(sched::read_path_name(r.path)) : storage;
+  }
   return storage.empty() ? "de_dram" : "de_dram+" + storage;
 }
 

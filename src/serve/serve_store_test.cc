@@ -1,7 +1,8 @@
 // The live system's store-facing behaviour with real node processes (dp_node_program), UCX over
 // shared memory and block files: a Hugging Face checkpoint on the nodes, injected store faults, a
-// real full disk, and the decode nodes' DRAM tier (issue 35). Not in the TSan set: these turns are sequential, and the
-// concurrent paths they cross are dp_serve_test's; ASan+UBSan runs them.
+// real full disk, and the decode nodes' DRAM tier (issue 35). Not in the TSan set: these turns
+// are sequential, and the concurrent paths they cross are dp_serve_test's and
+// dp_live_system_concurrency_test's; ASan+UBSan runs them.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <unistd.h>

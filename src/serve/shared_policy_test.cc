@@ -26,9 +26,10 @@ std::string config_path(const char* name) {
 TEST(SharedPlan, ASimulatorRunsPlansReplayByteIdenticallyThroughTheServicesCallSite) {
   // The paper's modes, and full with issue 35's DE DRAM tier and read-or-recompute (the
   // simulator's tier residency as the requests' input; recompute_auto from the same [cache]).
-  for (auto [mode, cache] : {std::pair{ServeMode::kFull, false}, std::pair{ServeMode::kBasic, false},
-                             std::pair{ServeMode::kOracle, false}, std::pair{ServeMode::kSplit, false},
-                             std::pair{ServeMode::kFull, true}}) {
+  using Case = std::pair<ServeMode, bool>;  // (mode, with [cache])
+  for (auto [mode, cache] : {Case{ServeMode::kFull, false}, Case{ServeMode::kBasic, false},
+                             Case{ServeMode::kOracle, false}, Case{ServeMode::kSplit, false},
+                             Case{ServeMode::kFull, true}}) {
     SCOPED_TRACE(std::string(serve_mode_name(mode)) + (cache ? " with [cache]" : ""));
     // The simulator on emu-2p4d's cluster, recording its scheduler's calls and its plans.
     auto file_or = Config::from_file(config_path("emu-2p4d.toml"));

@@ -130,7 +130,8 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
   if (no_io) {
     cached = oracle_hit;
   } else if (path != sched::ReadPath::kRecompute) {
-    const store::PrefixMatch match = parts_.store->longest_cached_prefix(prompt, req.cache_namespace);
+    const store::PrefixMatch match =
+        parts_.store->longest_cached_prefix(prompt, req.cache_namespace);
     cached = match.hit_tokens(parts_.layout);
     if (!tiers_.empty()) {
       // Within the store's prefix: the tier's part is then also in storage, so a node that lost
@@ -303,8 +304,8 @@ Status TurnRunner::run_attempt(const TurnRequest& req,
     std::vector<int32_t> sequence = prompt;
     sequence.insert(sequence.end(), decoded.output_tokens.begin(),
                     decoded.output_tokens.end() - 1);
-    const auto keys =
-        store::block_key_chain(kv_model_, sequence, parts_.layout.block_tokens, req.cache_namespace);
+    const auto keys = store::block_key_chain(kv_model_, sequence, parts_.layout.block_tokens,
+                                             req.cache_namespace);
     (void)tiers_[a.de_node]->store(keys, {});
   }
   out.path = plan.no_io ? sched::ReadPath::kOracle : plan.path;
