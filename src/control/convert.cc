@@ -345,6 +345,7 @@ pb::LoadReport to_proto(const engine::LoadReport& r) {
   m.set_read_queue_bytes(r.read_queue_bytes);
   m.set_dram_used_bytes(r.dram_used_bytes);
   m.set_dram_bytes(r.dram_bytes);
+  m.set_dram_tier_bytes(r.dram_tier_bytes);
   m.mutable_hbm_used_bytes()->Add(r.hbm_used_bytes.begin(), r.hbm_used_bytes.end());
   m.set_requests(r.requests);
   return m;
@@ -359,6 +360,7 @@ Result<engine::LoadReport> from_proto(const pb::LoadReport& m) {
   r.read_queue_bytes = m.read_queue_bytes();
   r.dram_used_bytes = m.dram_used_bytes();
   r.dram_bytes = m.dram_bytes();
+  r.dram_tier_bytes = m.dram_tier_bytes();
   r.hbm_used_bytes.assign(m.hbm_used_bytes().begin(), m.hbm_used_bytes().end());
   r.requests = m.requests();
   return r;

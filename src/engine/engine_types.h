@@ -135,6 +135,7 @@ struct LoadReport {
   uint64_t dram_bytes = 0;
   std::vector<uint64_t> hbm_used_bytes;  // per engine
   int64_t requests = 0;                  // requests the node holds state for (prepared, running)
+  uint64_t dram_tier_bytes = 0;          // a decode node's DRAM tier in use (issue 35)
 
   bool operator==(const LoadReport&) const = default;
 };

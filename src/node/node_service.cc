@@ -136,6 +136,7 @@ engine::LoadReport NodeService::report() const {
   l.read_queue_bytes = q.bytes;
   l.dram_used_bytes = rt_->dram().used_bytes();
   l.dram_bytes = rt_->dram().total_bytes();
+  if (store::DramTier* tier = rt_->dram_tier()) l.dram_tier_bytes = tier->stats().used_bytes;
   for (int e = 0; e < rt_->engines(); ++e) l.hbm_used_bytes.push_back(rt_->hbm(e).used_bytes());
   l.requests = static_cast<int64_t>(rt_->cancels().running() + (de_ ? de_->prepared() : 0));
   return l;

@@ -68,6 +68,9 @@ ApiMetrics::ApiMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
                     "1 while the node holds its lease, 0 once it is dead.");
   dram_used_ = family(prometheus::BuildGauge(), r, "dualpath:dram_buffer_used_bytes",
                       "The node's DRAM buffer (PE or DE buffer) in use.");
+  dram_tier_used_ = family(prometheus::BuildGauge(), r, "dualpath:dram_tier_used_bytes",
+                           "A decode node's DRAM tier of sessions' KV in use ([cache] de_dram_gb; "
+                           "0 without one).");
   report_age_ = family(prometheus::BuildGauge(), r, "dualpath:node_last_report_age_seconds",
                        "Seconds since the node's last load report (its lease lapses past "
                        "dualpath:lease_ttl_seconds).");
@@ -120,6 +123,7 @@ std::string ApiMetrics::scrape(const std::vector<NodeStatus>& nodes,
     report_age_->Add({{"node", node}}).Set(n.last_report_age_s);
     read_queue_->Add({{"node", node}}).Set(static_cast<double>(n.report.read_queue_bytes));
     dram_used_->Add({{"node", node}}).Set(static_cast<double>(n.report.dram_used_bytes));
+    dram_tier_used_->Add({{"node", node}}).Set(static_cast<double>(n.report.dram_tier_bytes));
     node_up_
         ->Add({{"node", node},
                {"role", n.id.role == engine::NodeRole::kPrefill ? "prefill" : "decode"}})

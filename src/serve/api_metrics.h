@@ -7,7 +7,8 @@
 //               kv_read_bytes_total{path="pe|de|de_dram",node}, requests_total{status},
 //               request_migrations_total
 //   gauges      storage_read_queue_bytes{node}, node_up{node,role}, dram_buffer_used_bytes{node},
-//               node_last_report_age_seconds{node}, lease_ttl_seconds, num_requests_running
+//               dram_tier_used_bytes{node}, node_last_report_age_seconds{node},
+//               lease_ttl_seconds, num_requests_running
 // The gauges are set at each scrape: the nodes' from their load reports as the registry holds
 // them, num_requests_running from the API's admission count. GET /dashboard's page reads these
 // same values (it parses /metrics): one source for both. Thread-safe.
@@ -47,6 +48,7 @@ class ApiMetrics {
   prometheus::Family<prometheus::Gauge>* read_queue_;
   prometheus::Family<prometheus::Gauge>* node_up_;
   prometheus::Family<prometheus::Gauge>* dram_used_;
+  prometheus::Family<prometheus::Gauge>* dram_tier_used_;
   prometheus::Family<prometheus::Gauge>* report_age_;
   prometheus::Gauge *lease_ttl_, *requests_running_;
 };
