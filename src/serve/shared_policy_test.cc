@@ -145,9 +145,10 @@ TEST(SharedPlan, ASimulatorRunsPlansReplayByteIdenticallyThroughTheServicesCallS
     }
     if (cache) {
       // The tier's input did reach the plans (the replay would pass vacuously otherwise).
-      const auto from_dram = std::count_if(sim_plans.begin(), sim_plans.end(), [](const auto& plan) {
-        return plan.find("de_dram [") != std::string::npos;
-      });
+      const auto from_dram =
+          std::count_if(sim_plans.begin(), sim_plans.end(), [](const std::string& plan) {
+            return plan.find("de_dram [") != std::string::npos;
+          });
       EXPECT_GT(from_dram, 100) << "of " << sim_plans.size() << " plans";
     }
     ASSERT_EQ(live_plans.size(), sim_plans.size());
