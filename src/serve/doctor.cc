@@ -203,19 +203,25 @@ void check_dram(const DoctorInput& in, std::vector<Finding>& out) {
       ok = false;
     }
   }
+  // A decode node's DRAM tier (issue 35) fills up to its budget with sessions' KV.
+  const uint64_t tier = in.config.tier_bytes();
   if (in.local_nodes && in.host.memory_bytes > 0) {
     const uint64_t need =
         static_cast<uint64_t>(e.prefill_nodes) * e.pe_dram_buffer_bytes +
-        static_cast<uint64_t>(e.decode_nodes) * e.de_dram_buffer_bytes +
+        static_cast<uint64_t>(e.decode_nodes) * (e.de_dram_buffer_bytes + tier) +
         static_cast<uint64_t>(e.prefill_nodes + e.decode_nodes) * e.hbm_bytes *
             static_cast<uint64_t>(e.engines_per_node);
     if (need > in.host.memory_bytes) {
       out.push_back(
           {Severity::kWarning, "dram",
-           fmt::format("the {} local nodes' buffers and emulated HBM need {}, more than this "
-                       "machine's {}: lower the buffers (live.*_mb) for a local run, or start "
+           fmt::format("the {} local nodes' buffers, emulated HBM{} need {}, more than this "
+                       "machine's {}: lower the buffers (live.*_mb){} for a local run, or start "
                        "the nodes on their own hosts (serve --external-nodes)",
-                       e.prefill_nodes + e.decode_nodes, gib(need), gib(in.host.memory_bytes))});
+                       e.prefill_nodes + e.decode_nodes,
+                       tier > 0 ? fmt::format(" and DRAM tiers ({} per decode node)", gib(tier))
+                                : std::string(),
+                       gib(need), gib(in.host.memory_bytes),
+                       tier > 0 ? " or cache.de_dram_gb" : "")});
       ok = false;
     }
   }

@@ -238,6 +238,18 @@ TEST_F(Doctor, DramBuffersBelowAFullBlockAreErrorsAndSmallOnesAtRealScaleWarning
   EXPECT_NE(q->message.find("40 GB"), std::string::npos) << q->message;
 }
 
+// The decode nodes' DRAM tiers count with the buffers against the machine's memory (issue 35).
+TEST_F(Doctor, DramTiersThatDoNotFitThisMachineAreAWarningNamingTheKey) {
+  host_.memory_bytes = uint64_t{4} << 30;
+  EXPECT_EQ(find(doctor("[cache]\nde_dram_gb = 1\n"), "dram"), nullptr);
+  auto big = doctor("[cache]\nde_dram_gb = 3\n");  // 2 decode nodes x 3 GB + buffers > 4 GiB
+  const Finding* f = find(big, "dram");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::kWarning);
+  EXPECT_NE(f->message.find("DRAM tiers"), std::string::npos) << f->message;
+  EXPECT_NE(f->message.find("cache.de_dram_gb"), std::string::npos) << f->message;
+}
+
 TEST_F(Doctor, AKvClassAboveModelTrafficIsAnError) {
   auto fs = doctor("[transport.traffic]\nmodel_weight = 1\nkv_weight = 50\n");
   const Finding* f = find(fs, "qos");
