@@ -194,13 +194,22 @@ int run(const ServeArgs& a) {
   options.ready_timeout = cfg->scheduler.register_timeout;
   const auto& e = cfg->engine;
   const engine::BackendSpec spec = e.backend_spec();
+  // [cache] (issue 35), when it is on: the DRAM tier held per decode node, read-or-recompute.
+  std::string cache;
+  if (cfg->tier_bytes() > 0) {
+    cache += fmt::format("; DRAM tier {:.0f} MB per decode node for {:g} s",
+                         static_cast<double>(cfg->tier_bytes()) / 1e6, cfg->cache.de_dram_ttl_s);
+  }
+  if (cfg->cache_applies() && cfg->cache.recompute != "never") {
+    cache += "; recompute " + cfg->cache.recompute;
+  }
   std::fprintf(stderr,
                "dualpath serve: scheduler on %s:%u, %s; %d prefill + %d decode nodes (%s, %s "
-               "compute, %s tokenizer)%s\n",
+               "compute, %s tokenizer)%s%s\n",
                cfg->scheduler.host.c_str(), cfg->scheduler.port,
                std::string(serve::serve_mode_name(cfg->scheduler.mode)).c_str(), e.prefill_nodes,
                e.decode_nodes, spec.is_checkpoint() ? spec.weights.c_str() : e.model.c_str(),
-               e.compute.c_str(), (*tokenizer)->describe().c_str(),
+               e.compute.c_str(), (*tokenizer)->describe().c_str(), cache.c_str(),
                a.external_nodes ? "; waiting for nodes started with `dualpath node`" : "");
   auto cluster = serve::Cluster::start(options);
   if (!cluster.is_ok()) {
