@@ -48,7 +48,7 @@ Result<LiveBenchResult> run_live_bench(serve::Cluster& cluster,
                                        const LiveBenchOptions& options) {
   const engine::EngineConfig& cfg = cluster.config().engine;
   DP_ASSIGN_OR_RETURN(engine::ModelKvShape shape, engine::model_kv_shape(cfg));
-  const double dilation = cfg.compute == "modeled" ? cfg.time_dilation : 1.0;
+  const double dilation = cfg.live_time_dilation();
   const int P = cluster.prefill_nodes(), D = cluster.decode_nodes();
   int64_t total_turns = 0;
   for (const auto& a : agents) total_turns += static_cast<int64_t>(a.turns.size());

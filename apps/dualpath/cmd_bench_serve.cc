@@ -145,7 +145,7 @@ int run(const ServeBenchArgs& a) {
     spec.sessions = b.sessions;
     spec.max_turns = b.turns;
     spec.sim = !a.no_sim;
-    const double dilation = e.compute == "modeled" ? e.time_dilation : 1.0;
+    const double dilation = e.live_time_dilation();
     auto t = bench::make_trace_replay(both->sim, spec, dilation);
     if (!t.is_ok()) return usage_error(t.status().message());
     b.trace = std::move(t).value();

@@ -393,7 +393,7 @@ void DecodeEngine::keep_in_tier(std::span<const store::BlockKey> keys,
   const auto lb = static_cast<size_t>(layout.layer_block_bytes());
   const auto fb = static_cast<size_t>(layout.full_block_bytes());
   const int64_t row = layout.bytes_per_token_per_layer;
-  if (keys.size() * fb > tier->stats().capacity_bytes) return;  // it would not be kept
+  if (!tier->can_hold(keys.size())) return;  // it would not be kept: copy nothing
   // Only the blocks the tier does not hold yet (a session's next turn: its new ones), each
   // gathered from its layers' rows straight into the buffer the tier keeps.
   const size_t held = tier->resident_prefix(keys);

@@ -51,6 +51,10 @@ struct EngineConfig {
   std::string compute = "cpu";
   double kv_scale = 1.0;       // modeled: KV bytes per token scaled by this
   double time_dilation = 1.0;  // modeled: real seconds per emulated second
+  // What the nodes run at: kv_scale and time_dilation under modeled compute, 1 on the CPU model
+  // (real KV, real time).
+  double live_kv_scale() const { return compute == "modeled" ? kv_scale : 1.0; }
+  double live_time_dilation() const { return compute == "modeled" ? time_dilation : 1.0; }
   // "trained" (the built-in trained weights: tiny, the default), "random" (drawn from
   // weights_seed: small's only choice), or a Hugging Face llama checkpoint directory (its
   // config.json gives the shape; model.preset is then unused).

@@ -35,6 +35,8 @@ ModePolicy mode_policy(Mode m) { return row(m).policy; }
 
 bool uses_paper_scheduler(Mode m) { return mode_policy(m).engines == EnginePolicy::kPaper; }
 
+bool cache_policies_apply(Mode m) { return m == Mode::kFull || m == Mode::kSplit; }
+
 bool reads_on_both_sides(Mode m) {
   const PathPolicy p = mode_policy(m).paths;
   return p == PathPolicy::kAlternate || p == PathPolicy::kShortestQueue || p == PathPolicy::kSplit;

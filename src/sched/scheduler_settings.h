@@ -46,6 +46,10 @@ ModePolicy mode_policy(Mode m);
 bool uses_paper_scheduler(Mode m);
 // Modes whose decode nodes read from storage too (their storage NICs count in the I/O bound).
 bool reads_on_both_sides(Mode m);
+// Modes under which [cache]'s DE DRAM tier and read-or-recompute apply (issue 35): the paper's
+// scheduler choosing each turn's read path with layerwise prefill (full, split). The simulator
+// refuses them under the others; the live system turns them off there.
+bool cache_policies_apply(Mode m);
 
 const std::vector<std::string>& mode_names();
 // Every mode; with `live`, a simulator-only mode is an error saying so.

@@ -213,7 +213,7 @@ Result<sched::ClusterSchedulerParams> scheduler_params(const ServeConfig& config
   // An engine of a live node computes on compute_slots GPUs at once (engine_config.h).
   in.gpus_per_engine = std::max(1, cfg.compute_slots());
   // The DE HBM budget in the units the turn planner prices needs in (turn_planner.h).
-  in.de_hbm_bytes = static_cast<double>(cfg.hbm_bytes) / (cfg.compute == "modeled" ? cfg.kv_scale : 1.0);
+  in.de_hbm_bytes = static_cast<double>(cfg.hbm_bytes) / cfg.live_kv_scale();
   in.block_tokens = cfg.block_tokens;
   const double live_snic_bytes_per_s = cfg.emulated_snic_gbps() * 1e9 / 8;
   std::optional<model::CostModel> cost;

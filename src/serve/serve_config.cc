@@ -14,20 +14,15 @@ sched::PathPolicy ServeConfig::path_policy() const {
   return sched::mode_policy(scheduler.mode).paths;
 }
 
-bool ServeConfig::cache_applies() const {
-  const sched::PathPolicy paths = path_policy();
-  return paths == sched::PathPolicy::kShortestQueue || paths == sched::PathPolicy::kSplit;
-}
+bool ServeConfig::cache_applies() const { return sched::cache_policies_apply(scheduler.mode); }
 
 uint64_t ServeConfig::tier_bytes() const {
   if (!cache_applies()) return 0;
-  const double scale = engine.compute == "modeled" ? engine.kv_scale : 1.0;
-  return static_cast<uint64_t>(cache.de_dram_bytes * scale);
+  return static_cast<uint64_t>(cache.de_dram_bytes * engine.live_kv_scale());
 }
 
 Duration ServeConfig::tier_ttl() const {
-  const double dilation = engine.compute == "modeled" ? engine.time_dilation : 1.0;
-  return from_seconds(cache.de_dram_ttl_s * dilation);
+  return from_seconds(cache.de_dram_ttl_s * engine.live_time_dilation());
 }
 
 namespace {

@@ -230,7 +230,7 @@ Status SimConfig::validate() const {
                                       prefetch)));
   if (de_dram_bytes > 0 || recompute != "never") {
     DP_RETURN_IF_ERROR(need(
-        scheduler.mode == Mode::kFull || scheduler.mode == Mode::kSplit,
+        sched::cache_policies_apply(scheduler.mode),
         fmt::format("cache.de_dram_gb (--dram-tier) and cache.recompute = {} (--recompute) need a read path the scheduler chooses with layerwise prefill; mode '{}' "
                     "does not: use mode full or split",
                     recompute, mode_name(scheduler.mode))));

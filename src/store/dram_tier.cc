@@ -55,8 +55,7 @@ bool DramTier::store_blocks(std::span<const BlockKey> keys,
                             std::vector<BlockBytes> fresh,
                             size_t bytes_from) {
   const uint64_t bb = options_.block_bytes;
-  const bool fits = enabled() && !keys.empty() && bb > 0 &&
-                    keys.size() * bb <= options_.capacity_bytes && bytes_from <= keys.size() &&
+  const bool fits = can_hold(keys.size()) && bytes_from <= keys.size() &&
                     (!options_.keep_bytes || fresh.size() == keys.size() - bytes_from);
   MutexLock lock(mu_);
   if (!fits) {

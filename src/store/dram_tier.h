@@ -66,6 +66,11 @@ class DramTier {
   DramTier& operator=(const DramTier&) = delete;
 
   bool enabled() const { return options_.capacity_bytes > 0; }
+  // Whether a chain of `blocks` blocks could be kept at all (it fits the whole tier).
+  bool can_hold(size_t blocks) const {
+    return enabled() && blocks > 0 && options_.block_bytes > 0 &&
+           blocks * options_.block_bytes <= options_.capacity_bytes;
+  }
   // Keeps the chain `keys`. With keep_bytes, `bytes` holds the Full Blocks of keys[bytes_from..]
   // in order; the leading bytes_from blocks must be held already (resident_prefix(): a session's
   // next turn copies only its new blocks), else the chain is not kept. Returns whether it was.
