@@ -67,6 +67,10 @@ Placer::Placer(const sched::ClusterShape& shape,
     MutexLock lock(mu_);
     sched_ = std::move(s);
   }
+  {
+    MutexLock lock(mu_);
+    last_fetch_ = clock_.now() - fetch_interval_;
+  }
   fetch_thread_ = std::thread([this] { fetch_loop(); });
 }
 
@@ -79,6 +83,7 @@ void Placer::shutdown() {
   {
     MutexLock lock(mu_);
     stopping_ = true;
+    for (auto& [id, w] : waiters_) w->cv.notify_all();
   }
   cv_.notify_all();
 }
@@ -115,7 +120,11 @@ Result<Claim> Placer::place(const sched::SchedRequest& request,
     if (paper) {
       waiters_[request.id] = &waiter;
       sched_->submit(request);
-      cv_.notify_all();  // wakes the fetch loop
+      if (kept_up_) {
+        fetch_locked();  // the engines keep up: fetched at once, here
+      } else {
+        cv_.notify_all();  // the fetch loop batches it at the interval
+      }
     }
     for (;;) {
       if (stopping_) {
@@ -138,7 +147,7 @@ Result<Claim> Placer::place(const sched::SchedRequest& request,
       }
       const Duration now = clock_.now();
       if (now >= deadline) break;
-      (void)clock_.wait_until(cv_, lock, std::min(deadline, now + kCancelPoll));
+      (void)clock_.wait_until(paper ? waiter.cv : cv_, lock, std::min(deadline, now + kCancelPoll));
     }
     if (paper) {
       waiters_.erase(request.id);
@@ -166,29 +175,31 @@ Result<Claim> Placer::place(const sched::SchedRequest& request,
   return c;
 }
 
+void Placer::fetch_locked() {
+  last_fetch_ = clock_.now();
+  const sched::FetchResult fetched = sched_->fetch();
+  kept_up_ = !sched_->has_queued();
+  for (const sched::Placement& p : fetched.placed) {
+    auto it = waiters_.find(p.request_id);
+    if (it == waiters_.end()) continue;
+    it->second->placement = p;
+    it->second->cv.notify_one();
+  }
+}
+
 void Placer::fetch_loop() {
   MutexLock lock(mu_);
-  Duration last_fetch = clock_.now() - fetch_interval_;
-  // Whether the last fetch placed every queued turn: the engines keep up, and a turn that arrives
-  // now is fetched at once. Once a fetch leaves turns waiting (a loaded cluster), the groups fetch
-  // once per interval, batching what arrives meanwhile.
-  bool kept_up = true;
+  // Once a fetch leaves turns waiting (a loaded cluster), the groups fetch once per interval,
+  // batching what arrives meanwhile; while they keep up, place() fetches on the turn's thread.
   for (;;) {
     while (!stopping_ && !sched_->has_queued()) cv_.wait(lock);  // submit() notifies
     if (stopping_) return;
-    const Duration due = last_fetch + fetch_interval_;
-    if (!kept_up && clock_.now() < due) {
+    const Duration due = last_fetch_ + fetch_interval_;
+    if (!kept_up_ && clock_.now() < due) {
       (void)clock_.wait_until(cv_, lock, due);
       continue;
     }
-    last_fetch = clock_.now();
-    const sched::FetchResult fetched = sched_->fetch();
-    kept_up = !sched_->has_queued();
-    for (const sched::Placement& p : fetched.placed) {
-      auto it = waiters_.find(p.request_id);
-      if (it != waiters_.end()) it->second->placement = p;
-    }
-    if (!fetched.placed.empty()) cv_.notify_all();
+    fetch_locked();
   }
 }
 

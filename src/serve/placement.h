@@ -12,7 +12,10 @@
 // interval.
 //
 // Threads: thread-safe; place() blocks its caller (a turn's thread) until placed, its deadline,
-// its cancel or shutdown. One fetch thread.
+// its cancel or shutdown. While the engines keep up, the arriving turn's own thread runs the fetch
+// (no handoff to the fetch thread and back: two context switches per turn, measured in
+// docs/serve.md); the fetch thread runs the interval's fetches once turns wait, and wakes only
+// the waiters it placed.
 
 #include <functional>
 #include <map>
@@ -95,9 +98,12 @@ class Placer {
  private:
   friend class Claim;
   struct Waiter {
+    CondVar cv;  // notified when placed (or at shutdown): a fetch wakes only the turns it placed
     std::optional<sched::Placement> placement;
   };
   void fetch_loop();
+  // One group fetch: the placed turns' waiters get their placements and are woken.
+  void fetch_locked() DP_REQUIRES(mu_);
 
   const sched::ClusterShape shape_;
   const sched::ClusterSchedulerParams params_;
@@ -109,6 +115,10 @@ class Placer {
   std::unique_ptr<sched::ClusterScheduler> sched_ DP_PT_GUARDED_BY(mu_);
   std::map<int64_t, Waiter*> waiters_ DP_GUARDED_BY(mu_);
   bool stopping_ DP_GUARDED_BY(mu_) = false;
+  // Whether the last fetch placed every queued turn (then a turn that arrives is fetched at once,
+  // on its own thread), and when it ran.
+  bool kept_up_ DP_GUARDED_BY(mu_) = true;
+  Duration last_fetch_ DP_GUARDED_BY(mu_){};
   std::thread fetch_thread_;
 };
 

@@ -7,6 +7,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <deque>
+#include <map>
+#include <optional>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -38,7 +42,7 @@ namespace {
 // prefills per second on one core here (docs/compute.md).
 constexpr double kCpuPrefillTokensPerS = 8000;
 
-std::string session_of(const grpc::ServerContext& ctx) {
+std::string session_of(const grpc::ServerContextBase& ctx) {
   const auto& md = ctx.client_metadata();
   auto it = md.find(control::kSessionMetadata);
   if (it == md.end()) return {};
@@ -47,10 +51,14 @@ std::string session_of(const grpc::ServerContext& ctx) {
 
 }  // namespace
 
-// The Scheduler service (control.proto) on the registry: Register, and each node's Session
-// stream (its hello, then its reports: the lease). Thread-safe; each session's handler runs on
-// its own thread of gRPC's pool for the session's life.
-class SchedulerEndpoint final : public pb::Scheduler::Service {
+// The Scheduler service (control.proto) on the registry: Register (a unary call on gRPC's sync
+// pool), and each node's Session stream (its hello, then its reports: the lease) on gRPC's
+// callback API. A session holds no thread: a report is handled on the gRPC thread that read it.
+// With a thread blocked in Read per session, 132 nodes' sessions kept 132 threads in gRPC's
+// poller rotation, and every event in the process (a node's reply to a turn's call, a report)
+// woke and put back to sleep several of them: a third of the scheduler's context switches at
+// 44P88D (docs/serve.md, "At the paper's scale").
+class SchedulerEndpoint final : public pb::Scheduler::WithCallbackMethod_Session<pb::Scheduler::Service> {
  public:
   SchedulerEndpoint(NodeRegistry& registry, std::function<engine::NodeSetup(const NodeId&)> setup)
       : registry_(registry), setup_(std::move(setup)) {}
@@ -72,125 +80,301 @@ class SchedulerEndpoint final : public pb::Scheduler::Service {
     }
   }
 
-  grpc::Status Session(grpc::ServerContext* ctx,
-                       grpc::ServerReaderWriter<pb::SchedulerMessage, pb::SessionMessage>* stream)
-      override {
-    const std::string session = session_of(*ctx);
-    if (registry_.node_of_session(session) < 0) {
-      return control::to_grpc(
-          Status::failed_precondition("no registration holds this session: register first"));
-    }
-    pb::SessionMessage m;
-    if (!stream->Read(&m)) {
-      registry_.session_ended(session, Status::unavailable("its session ended before its hello"));
-      return grpc::Status::CANCELLED;
-    }
-    if (m.has_failed()) {
-      registry_.start_failed(session, Status(status_code_from_int(m.failed().code()),
-                                             m.failed().error()));
-      return grpc::Status::OK;
-    }
-    if (!m.has_hello()) {
-      registry_.session_ended(session, Status::invalid_argument("its session began without a hello"));
-      return control::to_grpc(Status::invalid_argument("a session begins with the node's hello"));
-    }
-    auto hello = control::from_proto(m.hello());
-    if (!hello.is_ok()) {
-      registry_.session_ended(session, hello.status());
-      return control::to_grpc(hello.status());
-    }
-    auto node = registry_.join(session, *hello);
-    if (!node.is_ok()) {
-      DP_LOG_ERROR("{}", node.status().message());
-      registry_.session_ended(session, node.status());
-      return control::to_grpc(node.status());
-    }
-    auto handle = std::make_shared<Handle>();
-    handle->ctx = ctx;
-    handle->stream = stream;
-    {
-      MutexLock lock(mu_);
-      sessions_[session] = handle;
-    }
-    {
-      MutexLock w(handle->write_mu);
-      pb::SchedulerMessage joined;
-      joined.mutable_joined();
-      stream->Write(joined);
-    }
-    const NodeId id = registry_.id_of(*node);
-    DP_LOG_INFO("{} registered (control service at {})", id.name(),
-                registry_.status()[static_cast<size_t>(*node)].control_address);
-    Status ended = Status::unavailable(fmt::format("{}: its session ended", id.name()));
-    while (stream->Read(&m)) {
-      if (!m.has_report()) continue;
-      auto report = control::from_proto(m.report());
-      if (!report.is_ok()) {
-        DP_LOG_WARN("bad load report from {}: {}", id.name(), report.status().message());
-        continue;
-      }
-      if (!registry_.report(session, *report)) break;  // a replaced or dead registration
-    }
-    {
-      MutexLock w(handle->write_mu);
-      handle->open = false;  // no writer touches the stream once this returns
-    }
-    {
-      MutexLock lock(mu_);
-      auto it = sessions_.find(session);
-      if (it != sessions_.end() && it->second == handle) sessions_.erase(it);
-    }
-    registry_.session_ended(session, ended);
-    return grpc::Status::OK;
+  grpc::ServerBidiReactor<pb::SessionMessage, pb::SchedulerMessage>* Session(
+      grpc::CallbackServerContext* ctx) override {
+    return new SessionReactor(*this, ctx);
   }
 
-  // Ends a session (its node was declared dead, or the scheduler stops): its handler's read
-  // returns. With `quit`, the node is told to exit first.
+  // Ends a session (its node was declared dead, or the scheduler stops): its stream is cancelled.
+  // With `quit`, the node is told to exit first.
   void end_session(const std::string& session, bool quit) {
-    std::shared_ptr<Handle> h;
+    std::shared_ptr<SessionReactor::Gate> gate;
     {
       MutexLock lock(mu_);
       auto it = sessions_.find(session);
       if (it == sessions_.end()) return;
-      h = it->second;
+      gate = it->second;
     }
-    end(*h, quit);
+    SessionReactor::end(*gate, quit);
   }
   void end_all(bool quit) {
-    std::vector<std::shared_ptr<Handle>> all;
+    std::vector<std::shared_ptr<SessionReactor::Gate>> all;
     {
       MutexLock lock(mu_);
-      for (auto& [s, h] : sessions_) all.push_back(h);
+      for (auto& [s, g] : sessions_) all.push_back(g);
     }
-    for (auto& h : all) end(*h, quit);
+    for (auto& g : all) SessionReactor::end(*g, quit);
+  }
+
+  // Waits for the joining threads (each join's calls have deadlines).
+  ~SchedulerEndpoint() override {
+    MutexLock lock(mu_);
+    while (joining_ > 0) cv_.wait(lock);
   }
 
  private:
-  struct Handle {
-    grpc::ServerContext* ctx = nullptr;
-    grpc::ServerReaderWriter<pb::SchedulerMessage, pb::SessionMessage>* stream = nullptr;
-    // Serialises writers on the stream (a stream takes one writer at a time) and guards `open`:
-    // once the handler has closed it, the stream and context are gone.
-    Mutex write_mu;
-    bool open DP_GUARDED_BY(write_mu) = true;
-  };
-  static void end(Handle& h, bool quit) {
-    MutexLock w(h.write_mu);
-    if (!h.open) return;
-    if (quit) {
-      pb::SchedulerMessage q;
-      q.mutable_quit();
-      // A stream write, not a call: it queues the message (flow control may block it briefly).
-      grpc::WriteOptions o;
-      h.stream->Write(q, o);
+  // One node's session. Every operation on the stream (a read, a write, a cancel, the finish)
+  // enters the gate first: once the finish has begun none starts, and the finish waits for those
+  // under way, so the reactor (deleted in OnDone, which follows the finish) is never touched
+  // after it is gone. No lock is held across a gRPC call: gRPC may run a reaction inline.
+  class SessionReactor final
+      : public grpc::ServerBidiReactor<pb::SessionMessage, pb::SchedulerMessage> {
+   public:
+    struct Gate {
+      Mutex mu;
+      SessionReactor* reactor DP_GUARDED_BY(mu) = nullptr;  // null once the finish began
+      int users DP_GUARDED_BY(mu) = 0;                       // operations under way
+      std::optional<grpc::Status> finish_pending DP_GUARDED_BY(mu);
+      // Messages to the node, one write at a time; the stream is cancelled once they are out
+      // when cancel_when_written.
+      std::deque<pb::SchedulerMessage> writes DP_GUARDED_BY(mu);
+      bool writing DP_GUARDED_BY(mu) = false;
+      bool cancel_when_written DP_GUARDED_BY(mu) = false;
+      bool ending DP_GUARDED_BY(mu) = false;
+    };
+
+    SessionReactor(SchedulerEndpoint& ep, grpc::CallbackServerContext* ctx)
+        : ep_(ep), ctx_(ctx), session_(session_of(*ctx)), gate_(std::make_shared<Gate>()) {
+      {
+        MutexLock lock(gate_->mu);
+        gate_->reactor = this;
+      }
+      if (ep_.registry_.node_of_session(session_) < 0) {
+        finish(control::to_grpc(
+            Status::failed_precondition("no registration holds this session: register first")));
+        return;
+      }
+      read();
     }
-    h.ctx->TryCancel();
+
+    // From any thread: cancels the stream, after the Quit message when `quit`.
+    static void end(Gate& g, bool quit) {
+      if (quit) {
+        pb::SchedulerMessage q;
+        q.mutable_quit();
+        SessionReactor* r = nullptr;
+        {
+          MutexLock lock(g.mu);
+          if (g.reactor == nullptr || g.ending) return;
+          g.ending = true;
+          r = g.reactor;
+          ++g.users;  // keeps the reactor until write() has run
+        }
+        r->write(std::move(q), /*then_cancel=*/true);
+        r->leave();
+        return;
+      }
+      SessionReactor* r = nullptr;
+      {
+        MutexLock lock(g.mu);
+        if (g.reactor == nullptr) return;
+        g.ending = true;
+        r = g.reactor;
+        ++g.users;
+      }
+      r->ctx_->TryCancel();  // the pending read fails: ended()
+      r->leave();
+    }
+
+    void OnReadDone(bool ok) override {
+      try {
+        if (!ok) return ended();
+        if (!joined_) return hello();
+        if (in_.has_report()) {
+          auto report = control::from_proto(in_.report());
+          if (!report.is_ok()) {
+            DP_LOG_WARN("bad load report from {}: {}", name_, report.status().message());
+          } else if (!ep_.registry_.report(session_, *report)) {
+            return ended();  // a replaced or dead registration
+          }
+        }
+        read();
+      } catch (const std::exception& e) {  // a bug: the session ends, the scheduler goes on
+        DP_LOG_ERROR("session {}: {}", name_, e.what());
+        ended();
+      }
+    }
+
+    void OnWriteDone(bool) override {
+      bool next = false, cancel = false;
+      {
+        MutexLock lock(gate_->mu);
+        gate_->writing = false;
+        if (gate_->reactor != nullptr && !gate_->finish_pending) {
+          if (!gate_->writes.empty()) {
+            out_ = std::move(gate_->writes.front());
+            gate_->writes.pop_front();
+            gate_->writing = next = true;
+          } else if (gate_->cancel_when_written) {
+            cancel = true;  // the Quit is out: the node exits, its stream ends
+          }
+          if (next || cancel) ++gate_->users;
+        }
+      }
+      if (next) StartWrite(&out_);
+      if (cancel) ctx_->TryCancel();
+      if (next || cancel) leave();
+    }
+
+    void OnDone() override {
+      {
+        MutexLock lock(ep_.mu_);
+        auto it = ep_.sessions_.find(session_);
+        if (it != ep_.sessions_.end() && it->second == gate_) ep_.sessions_.erase(it);
+      }
+      delete this;
+    }
+
+   private:
+    void read() {
+      {
+        MutexLock lock(gate_->mu);
+        if (gate_->reactor == nullptr || gate_->finish_pending) return;
+        ++gate_->users;
+      }
+      StartRead(&in_);
+      leave();
+    }
+
+    // Queues a message to the node (one write at a time).
+    void write(pb::SchedulerMessage m, bool then_cancel) {
+      {
+        MutexLock lock(gate_->mu);
+        if (gate_->reactor == nullptr || gate_->finish_pending) return;
+        if (then_cancel) gate_->cancel_when_written = true;
+        if (gate_->writing) {
+          gate_->writes.push_back(std::move(m));
+          return;
+        }
+        gate_->writing = true;
+        out_ = std::move(m);
+        ++gate_->users;
+      }
+      StartWrite(&out_);
+      leave();
+    }
+
+    // The node's stream ended (it closed, it was cancelled, its registration went): the registry
+    // hears it once, and the call is finished.
+    void ended() {
+      if (!std::exchange(ended_, true)) {
+        ep_.registry_.session_ended(
+            session_, Status::unavailable(joined_ ? fmt::format("{}: its session ended", name_)
+                                                  : "its session ended before its hello"));
+      }
+      finish(joined_ ? grpc::Status::OK : grpc::Status::CANCELLED);
+    }
+
+    // The first message: a start failure, or the hello. Joining calls the other nodes (each call
+    // with its deadline), so it runs on a thread of its own, not on gRPC's.
+    void hello() {
+      ended_ = true;  // the registry hears of a failure here, not from ended()
+      if (in_.has_failed()) {
+        ep_.registry_.start_failed(
+            session_, Status(status_code_from_int(in_.failed().code()), in_.failed().error()));
+        return finish(grpc::Status::OK);
+      }
+      if (!in_.has_hello()) {
+        ep_.registry_.session_ended(session_,
+                                    Status::invalid_argument("its session began without a hello"));
+        return finish(control::to_grpc(
+            Status::invalid_argument("a session begins with the node's hello")));
+      }
+      auto hello = control::from_proto(in_.hello());
+      if (!hello.is_ok()) {
+        ep_.registry_.session_ended(session_, hello.status());
+        return finish(control::to_grpc(hello.status()));
+      }
+      {
+        MutexLock lock(ep_.mu_);
+        ep_.sessions_[session_] = gate_;  // end() reaches it from now on
+        ++ep_.joining_;
+      }
+      try {
+        std::thread([this, ep = &ep_, h = *hello] {
+          join(h);  // the reactor may be gone after this
+          ep->joined();
+        }).detach();
+      } catch (const std::system_error& e) {
+        ep_.joined();
+        const Status why = Status::unavailable(
+            fmt::format("the scheduler cannot start a thread to join the node: {}", e.what()));
+        ep_.registry_.session_ended(session_, why);
+        finish(control::to_grpc(why));
+      }
+    }
+
+    void join(const engine::NodeHello& hello) {
+      try {
+        auto node = ep_.registry_.join(session_, hello);
+        if (!node.is_ok()) {
+          DP_LOG_ERROR("{}", node.status().message());
+          ep_.registry_.session_ended(session_, node.status());
+          return finish(control::to_grpc(node.status()));
+        }
+        name_ = ep_.registry_.id_of(*node).name();
+        ended_ = false;  // from now on its end is the registry's news
+        joined_ = true;
+        DP_LOG_INFO("{} registered (control service at {})", name_,
+                    ep_.registry_.status()[static_cast<size_t>(*node)].control_address);
+        pb::SchedulerMessage joined;
+        joined.mutable_joined();
+        write(std::move(joined), /*then_cancel=*/false);
+        read();  // a session ended meanwhile: the read fails at once
+      } catch (const std::exception& e) {
+        DP_LOG_ERROR("joining {}: {}", name_, e.what());
+        ended_ = false;
+        ended();
+      }
+    }
+
+    // Finishes the call once no other operation is under way (the last one to leave does).
+    void finish(const grpc::Status& status) {
+      {
+        MutexLock lock(gate_->mu);
+        if (gate_->reactor == nullptr || gate_->finish_pending) return;
+        gate_->finish_pending = status;
+        if (gate_->users > 0) return;
+        gate_->reactor = nullptr;
+      }
+      Finish(status);
+    }
+
+    void leave() {
+      std::optional<grpc::Status> status;
+      {
+        MutexLock lock(gate_->mu);
+        if (--gate_->users > 0 || !gate_->finish_pending || gate_->reactor == nullptr) return;
+        gate_->reactor = nullptr;
+        status = gate_->finish_pending;
+      }
+      Finish(*status);
+    }
+
+    SchedulerEndpoint& ep_;
+    grpc::CallbackServerContext* ctx_;
+    const std::string session_;
+    const std::shared_ptr<Gate> gate_;
+    pb::SessionMessage in_;     // the one read under way
+    pb::SchedulerMessage out_;  // the one write under way (gate_->writing)
+    // Touched by one step at a time: the reads follow each other, and the join runs between the
+    // hello's read and the next.
+    std::string name_ = "a node";
+    std::atomic<bool> joined_{false};
+    bool ended_ = false;
+  };
+
+  void joined() {
+    MutexLock lock(mu_);
+    if (--joining_ == 0) cv_.notify_all();
   }
 
   NodeRegistry& registry_;
   std::function<engine::NodeSetup(const NodeId&)> setup_;
   Mutex mu_;
-  std::map<std::string, std::shared_ptr<Handle>> sessions_ DP_GUARDED_BY(mu_);
+  CondVar cv_;
+  std::map<std::string, std::shared_ptr<SessionReactor::Gate>> sessions_ DP_GUARDED_BY(mu_);
+  int joining_ DP_GUARDED_BY(mu_) = 0;  // join threads running
 };
 
 Result<sched::ClusterShape> scheduler_shape(const ServeConfig& config) {
@@ -367,7 +551,8 @@ Result<std::unique_ptr<SchedulerService>> SchedulerService::start(const ServeCon
   s->endpoint_ = std::make_unique<SchedulerEndpoint>(
       *s->registry_, [self](const NodeId& id) { return self->setup_for(id); });
 
-  // The port: every node's session holds a handler thread, registrations take a few more.
+  // The port. Sessions hold no thread (the callback API); the sync pool answers registrations,
+  // which may all come at once.
   grpc::ServerBuilder builder;
   int port = 0;
   const int threads = std::max(64, 2 * (cfg.prefill_nodes + cfg.decode_nodes) + 16);
