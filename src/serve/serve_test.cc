@@ -9,10 +9,14 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "common/subprocess.h"
+#include "control/control.grpc.pb.h"
+#include "control/convert.h"
+#include "control/rpc.h"
 #include "serve/cluster.h"
 #include "serve/test_cluster.h"
 #include "engine/engine_config.h"
@@ -128,6 +132,73 @@ TEST(Serve, DuplicateIndexesAndNodesBeyondTheConfigAreRefused) {
   r.tokens = prompt(100, 3);
   r.gen_tokens = 4;
   EXPECT_TRUE((*c)->run_turn(r).is_ok());
+}
+
+// The Session stream's reactor (scheduler_service.cc) on a raw gRPC client: a stream that breaks
+// the protocol is ended with a status naming why, its slot is free again at once, and the service
+// goes on.
+TEST(Serve, SessionsThatBreakTheProtocolAreEndedAndTheirSlotsFreedAtOnce) {
+  namespace pb = control::pb;
+  TempDir dir;
+  auto service = SchedulerService::start(test_cluster(dir.path(), 1).config);
+  ASSERT_TRUE(service.is_ok()) << service.status().to_string();
+  auto stub = pb::Scheduler::NewStub(control::make_channel(
+      (*service)->address(), control::Security{}, {}, control::kSchedulerMaxMessageBytes));
+  // Registers as decode node 0: the session, or "" when refused.
+  auto reg = [&]() -> std::string {
+    grpc::ClientContext ctx;
+    control::set_timeout(ctx, 10s);
+    pb::RegisterRequest req;
+    req.set_role(pb::ROLE_DECODE);
+    req.set_index(0);
+    req.set_protocol(control::kProtocolVersion);
+    req.set_control_address("127.0.0.1:1");
+    pb::RegisterReply reply;
+    const grpc::Status s = stub->Register(&ctx, req, &reply);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return s.ok() ? reply.session() : "";
+  };
+  // Opens `session`'s stream, sends `first` (if any), closes its side; the stream's status.
+  auto session = [&](const std::string& id, const std::optional<pb::SessionMessage>& first) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(control::kSessionMetadata, id);
+    control::set_timeout(ctx, 10s);
+    auto stream = stub->Session(&ctx);
+    if (first) (void)stream->Write(*first);
+    (void)stream->WritesDone();
+    return stream->Finish();
+  };
+  pb::SessionMessage hello;
+  hello.mutable_hello();
+  pb::SessionMessage report;
+  report.mutable_report();
+  pb::SessionMessage failed;
+  failed.mutable_failed()->set_code(13);
+  failed.mutable_failed()->set_error("the node could not start");
+
+  grpc::Status s = session("no such session", hello);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("register first"), std::string::npos) << s.error_message();
+
+  std::string id = reg();
+  ASSERT_FALSE(id.empty());
+  s = session(id, report);  // a report before the hello
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("begins with the node's hello"), std::string::npos)
+      << s.error_message();
+
+  id = reg();  // the slot was freed: the same index registers at once
+  ASSERT_FALSE(id.empty());
+  s = session(id, std::nullopt);  // closed without a word
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED) << s.error_message();
+
+  id = reg();
+  ASSERT_FALSE(id.empty());
+  s = session(id, failed);  // the node reports that it could not start
+  EXPECT_TRUE(s.ok()) << s.error_message();
+
+  EXPECT_FALSE(reg().empty());  // and the slot is free again
+  EXPECT_FALSE((*service)->ready());
 }
 
 TEST(Serve, DecodeNodeKilledBeforeThePrefillIsRetriedElsewhereWithTheTokensOfRecompute) {
