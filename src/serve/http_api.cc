@@ -707,8 +707,7 @@ void HttpApi::completion(const HttpRequest& req,
     metrics_.count_request(std::to_string(status));
     Json e = error_json(type, message, "", code);
     e["error"]["code"] = status;  // a stream's error event has the status as its code
-    (void)ex.write("data: " + dump(e) + "\n\n");
-    (void)ex.write("data: [DONE]\n\n");
+    (void)ex.write("data: " + dump(e) + "\n\ndata: [DONE]\n\n");
     return ex.end();
   }
   if (p.stream) c->stream = &ex;
@@ -764,7 +763,8 @@ void HttpApi::completion(const HttpRequest& req,
                 {"dualpath", dualpath_json(*r)}};
     ex.respond(json_response(200, out));
   } else {
-    (void)ex.write(c->chunk(chat ? Json::object() : Json(""), finish_reason));
+    // The last events in one write: each write is a hand-off to the connection's I/O thread.
+    std::string last = c->chunk(chat ? Json::object() : Json(""), finish_reason);
     if (p.include_usage) {
       Json u = {{"id", id},
                 {"object", chunk_object},
@@ -773,9 +773,10 @@ void HttpApi::completion(const HttpRequest& req,
                 {"choices", Json::array()},
                 {"usage", usage_json(*r, c->reply.completion_tokens())},
                 {"dualpath", dualpath_json(*r)}};
-      (void)ex.write("data: " + dump(u) + "\n\n");
+      last += "data: " + dump(u) + "\n\n";
     }
-    (void)ex.write("data: [DONE]\n\n");
+    last += "data: [DONE]\n\n";
+    (void)ex.write(std::move(last));
     ex.end();
   }
 }
