@@ -239,7 +239,8 @@ class HttpServer::Impl {
     acceptor_.assign(protocol, socket.release(), ec);
     if (ec) return Status::internal(fmt::format("the API socket: {}", ec.message()));
     do_accept();
-    const int n = std::max(1, options_.io_threads);
+    // 0: one, or two with TLS (encryption and handshakes run on the I/O threads).
+    const int n = options_.io_threads > 0 ? options_.io_threads : (tls_ ? 2 : 1);
     for (int i = 0; i < n; ++i) {
       io_threads_.emplace_back([this] { run_io(); });
     }

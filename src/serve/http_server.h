@@ -138,11 +138,12 @@ struct HttpServerOptions {
   int port = 8000;  // 0: any free port
   HttpLimits limits;
   int max_connections = 1024;  // open at once; more are closed at accept
-  // One: the I/O threads only frame and move bytes (handlers parse and run in the pool), and with
-  // two, every post from a pool thread (a stream's chunk, a response) woke the one asleep on
-  // Asio's condition variable while the other sat in epoll: ~12 % of the scheduler's CPU per
-  // turn at 44P88D, 300 turns/s (docs/serve.md).
-  int io_threads = 1;
+  // 0: one, or two with TLS. The I/O threads only frame and move bytes (handlers parse and run
+  // in the pool), and with two, every post from a pool thread (a stream's chunk, a response) woke
+  // the one asleep on Asio's condition variable while the other sat in epoll: ~12 % of the
+  // scheduler's CPU per turn at 44P88D, 300 turns/s (docs/serve.md). With TLS the I/O threads
+  // also encrypt, and handshakes are CPU work: two.
+  int io_threads = 0;
   int handler_threads = 16;  // run_blocking's pool
   // Both or neither: HTTPS with this certificate chain and private key (PEM), via OpenSSL.
   std::string ssl_certfile;

@@ -120,11 +120,10 @@ Result<Claim> Placer::place(const sched::SchedRequest& request,
     if (paper) {
       waiters_[request.id] = &waiter;
       sched_->submit(request);
-      if (kept_up_) {
-        fetch_locked();  // the engines keep up: fetched at once, here
-      } else {
-        cv_.notify_all();  // the fetch loop batches it at the interval
-      }
+      if (kept_up_) fetch_locked();  // the engines keep up: fetched at once, here
+      // Queued (by this fetch, or behind turns already waiting): the fetch loop fetches it at
+      // the interval. Nothing else wakes that loop when the engines free up.
+      if (!kept_up_) cv_.notify_all();
     }
     for (;;) {
       if (stopping_) {

@@ -62,6 +62,36 @@ TEST(Placer, TurnsArePlacedAtOnceWhileTheEnginesKeepUpAndAtTheNextFetchOnceTheyW
   EXPECT_TRUE(placed.load(std::memory_order_acquire));
 }
 
+// A turn that its own fetch could not place (the engines were full) is placed by the fetch
+// thread at the next interval once they free up, with no other turn arriving (review: the fetch
+// thread was not woken, and the turn waited for its deadline).
+TEST(Placer, ATurnQueuedByItsOwnFetchIsPlacedAtTheNextIntervalOnceTheEnginesFreeUp) {
+  ManualClock clock;
+  sched::ClusterSchedulerParams params = paper_params();
+  params.de_hbm_bytes = 1.5e6;  // one turn's HBM need at a time
+  Placer placer(sched::ClusterShape{}, params, 50ms, clock);
+  placer.set_node_alive(0, true);
+  placer.set_node_alive(1, true);
+  auto first = placer.place(request(1), clock.now() + 10s, {});
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  std::atomic<bool> placed{false};  // release by the placer's caller, acquire by the test
+  std::thread second([&] {
+    auto c = placer.place(request(2), clock.now() + 10s, {});
+    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+    placed.store(true, std::memory_order_release);
+  });
+  std::this_thread::sleep_for(30ms);  // real time passes, not the clock's
+  EXPECT_FALSE(placed.load(std::memory_order_acquire)) << "placed while the HBM was held";
+  first->finish_all();  // the first turn ends: its HBM is free
+  clock.advance(50ms);
+  for (int i = 0; i < 500 && !placed.load(std::memory_order_acquire); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(placed.load(std::memory_order_acquire)) << "not placed at the next fetch";
+  if (!placed.load(std::memory_order_acquire)) clock.advance(20s);  // let it time out
+  second.join();
+}
+
 TEST(Placer, AClaimGivesItsReadsBackOnceAndATurnNobodyTakesTimesOut) {
   ManualClock clock;
   Placer placer(sched::ClusterShape{}, paper_params(), 50ms, clock);

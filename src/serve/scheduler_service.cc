@@ -268,13 +268,15 @@ class SchedulerEndpoint final : public pb::Scheduler::WithCallbackMethod_Session
     // The first message: a start failure, or the hello. Joining calls the other nodes (each call
     // with its deadline), so it runs on a thread of its own, not on gRPC's.
     void hello() {
-      ended_ = true;  // the registry hears of a failure here, not from ended()
+      // Each failure tells the registry itself (ended_: not again from ended()).
       if (in_.has_failed()) {
+        ended_ = true;
         ep_.registry_.start_failed(
             session_, Status(status_code_from_int(in_.failed().code()), in_.failed().error()));
         return finish(grpc::Status::OK);
       }
       if (!in_.has_hello()) {
+        ended_ = true;
         ep_.registry_.session_ended(session_,
                                     Status::invalid_argument("its session began without a hello"));
         return finish(control::to_grpc(
@@ -282,6 +284,7 @@ class SchedulerEndpoint final : public pb::Scheduler::WithCallbackMethod_Session
       }
       auto hello = control::from_proto(in_.hello());
       if (!hello.is_ok()) {
+        ended_ = true;
         ep_.registry_.session_ended(session_, hello.status());
         return finish(control::to_grpc(hello.status()));
       }
@@ -291,12 +294,13 @@ class SchedulerEndpoint final : public pb::Scheduler::WithCallbackMethod_Session
         ++ep_.joining_;
       }
       try {
-        std::thread([this, ep = &ep_, h = *hello] {
+        std::thread([this, ep = &ep_, h = std::move(*hello)] {
           join(h);  // the reactor may be gone after this
           ep->joined();
         }).detach();
-      } catch (const std::system_error& e) {
+      } catch (const std::exception& e) {  // no thread (std::system_error), no memory
         ep_.joined();
+        ended_ = true;
         const Status why = Status::unavailable(
             fmt::format("the scheduler cannot start a thread to join the node: {}", e.what()));
         ep_.registry_.session_ended(session_, why);
@@ -309,11 +313,11 @@ class SchedulerEndpoint final : public pb::Scheduler::WithCallbackMethod_Session
         auto node = ep_.registry_.join(session_, hello);
         if (!node.is_ok()) {
           DP_LOG_ERROR("{}", node.status().message());
+          ended_ = true;
           ep_.registry_.session_ended(session_, node.status());
           return finish(control::to_grpc(node.status()));
         }
         name_ = ep_.registry_.id_of(*node).name();
-        ended_ = false;  // from now on its end is the registry's news
         joined_ = true;
         DP_LOG_INFO("{} registered (control service at {})", name_,
                     ep_.registry_.status()[static_cast<size_t>(*node)].control_address);
@@ -323,7 +327,6 @@ class SchedulerEndpoint final : public pb::Scheduler::WithCallbackMethod_Session
         read();  // a session ended meanwhile: the read fails at once
       } catch (const std::exception& e) {
         DP_LOG_ERROR("joining {}: {}", name_, e.what());
-        ended_ = false;
         ended();
       }
     }
