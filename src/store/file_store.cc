@@ -97,7 +97,7 @@ Result<std::unique_ptr<FileStore>> FileStore::open(FileStoreOptions options) {
   store->unlink_victims(victims);
   DP_ASSIGN_OR_RETURN(store->worker_,
                       IoWorker::start(store->options_.queue_depth, &store->nic_->limiter,
-                                      &store->nic_->clock));
+                                      &store->nic_->write_limiter, &store->nic_->clock));
   return store;
 }
 
@@ -367,6 +367,7 @@ Result<IoBatch> FileStore::read(std::span<const ReadRequest> requests) {
     }
     op.iov[op.iov_count++] = {scratch + 2 * kIoAlignBytes, static_cast<size_t>(kIoAlignBytes)};
     op.io_bytes = file_bytes_;  // a whole, exact file; the probe page stays empty
+    op.nic_bytes = options_.layout.full_block_bytes();
   }
   nic_->read_queue.add(
       static_cast<int64_t>(batch->ops.size()) * options_.layout.block_tokens,
@@ -485,6 +486,7 @@ Result<IoBatch> FileStore::write(std::span<const WriteRequest> requests) {
     if (body_bytes > 0) op.iov[op.iov_count++] = {const_cast<std::byte*>(body.data()), body_bytes};
     if (tail_bytes > 0) op.iov[op.iov_count++] = {tail.data(), tail.size()};
     op.io_bytes = file_bytes_;
+    op.nic_bytes = options_.layout.full_block_bytes();
   }
   for (auto& [i, status] : immediate) batch->complete(i, std::move(status));
   if (!batch->ops.empty()) internal::BatchState::submit(batch);

@@ -22,8 +22,9 @@
 // - Capacity: with capacity_bytes > 0 the store evicts least-recently-used blocks to stay under
 //   it, and never evicts a block one of its own reads has pinned. The limit counts the blocks
 //   this store knows; processes sharing a directory should split the capacity between them.
-// - Every byte read or written passes the node's StorageNic rate limiter; reads in flight are
-//   counted in its read-queue gauge.
+// - Every block read or written passes its direction's limiter of the node's StorageNic (full
+//   duplex), charged the block's KV bytes (not the file's header and padding); reads in flight
+//   are counted in its read-queue gauge.
 //
 // Threads: thread-safe. Any thread may call any method; each store has one I/O thread with one
 // io_uring ring (io_worker.h), which runs all reads and writes, verifies read checksums and

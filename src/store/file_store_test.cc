@@ -312,6 +312,38 @@ TEST(FileStoreNic, CancelledReadsEndAbortedOrCompleteButNeverWrong) {
   EXPECT_EQ(batch->results()[1].code(), StatusCode::kAborted) << "the second was still queued";
 }
 
+// Full duplex, as the simulator's storage NIC: a write is limited by the write direction alone,
+// and goes while a read waits for the read direction (and the read stays queued meanwhile).
+TEST(FileStoreNic, WritesAndReadsEachHaveTheirOwnDirectionOfTheNic) {
+  TempDir tmp;
+  auto opts = options_for({tmp.path()}, false);
+  {
+    auto fast = FileStore::open(opts);
+    ASSERT_TRUE(fast.is_ok());
+    write_blocks(**fast, {test_key(1)});
+  }
+  SteadyClock clock;
+  StorageNic nic(kSlowGbps, clock, /*burst_bytes=*/1);
+  opts.storage_nic = &nic;
+  auto store = FileStore::open(opts);
+  ASSERT_TRUE(store.is_ok());
+  const auto n = static_cast<size_t>(kLayout.full_block_bytes());
+  // Another read holds the read direction for about 2 s.
+  (void)nic.limiter.reserve(25'000, nic.clock.now());
+  auto buf = AlignedBuffer::allocate(n).value();
+  ReadRequest req{test_key(1), buf.first(n)};
+  auto read = (*store)->read(std::span(&req, 1));
+  ASSERT_TRUE(read.is_ok());
+  auto payload = AlignedBuffer::allocate(n).value();
+  WriteRequest w{test_key(2), payload.first(n)};
+  auto write = (*store)->write(std::span(&w, 1));
+  ASSERT_TRUE(write.is_ok());
+  ASSERT_TRUE(write->wait_for(kTestDeadline).is_ok());  // the write direction was idle
+  EXPECT_TRUE(read->poll().is_in_progress()) << "the read went before its direction let it";
+  ASSERT_TRUE(read->wait_for(kTestDeadline).is_ok());
+  EXPECT_TRUE((*store)->contains(test_key(2)));
+}
+
 TEST(FileStoreNic, ConcurrentBatchesShareTheNicInsteadOfQueueingBehindEachOther) {
   TempDir tmp;
   auto opts = options_for({tmp.path()}, false);

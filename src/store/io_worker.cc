@@ -32,19 +32,30 @@ unsigned ring_entries(int queue_depth) {
 
 }  // namespace
 
-IoWorker::IoWorker(int queue_depth, TokenBucket* limiter, Clock* clock)
+IoWorker::IoWorker(int queue_depth,
+                   TokenBucket* read_limiter,
+                   TokenBucket* write_limiter,
+                   Clock* clock)
     : queue_depth_(queue_depth),
-      limiter_(limiter),
+      read_limiter_(read_limiter),
+      write_limiter_(write_limiter),
       clock_(clock),
       ring_(std::make_unique<io_uring>()) {}
 
-Result<std::unique_ptr<IoWorker>> IoWorker::start(int queue_depth, TokenBucket* limiter,
+TokenBucket* IoWorker::limiter_for(const IoOp& op) const {
+  TokenBucket* b = op.kind == IoOp::Kind::kReadv ? read_limiter_ : write_limiter_;
+  return b != nullptr && !b->unlimited() ? b : nullptr;
+}
+
+Result<std::unique_ptr<IoWorker>> IoWorker::start(int queue_depth,
+                                                  TokenBucket* read_limiter,
+                                                  TokenBucket* write_limiter,
                                                   Clock* clock) {
   if (queue_depth < 1 || queue_depth > 4096) {
     return Status::invalid_argument(fmt::format(
         "queue_depth {} is out of range; use 1 to 4096 (64 is a good start)", queue_depth));
   }
-  std::unique_ptr<IoWorker> w(new IoWorker(queue_depth, limiter, clock));
+  std::unique_ptr<IoWorker> w(new IoWorker(queue_depth, read_limiter, write_limiter, clock));
   w->wake_fd_ = eventfd(0, EFD_CLOEXEC);
   if (w->wake_fd_ < 0) {
     int err = errno;
@@ -179,28 +190,43 @@ void IoWorker::take_incoming() {
 }
 
 void IoWorker::fill_ring(Duration* next_start) {
-  while (!pending_.empty() && in_flight_ops_ < queue_depth_) {
-    IoOp* op = pending_.front().ops.front();
-    if (limiter_ != nullptr && !limiter_->unlimited()) {
-      if (!op->reserved) {
-        op->not_before = limiter_->reserve(op->io_bytes, clock_->now());
-        op->reserved = true;
+  while (in_flight_ops_ < queue_depth_) {
+    // The first group in line of each direction may start its next op, when its limiter lets it.
+    auto next = pending_.end();
+    bool seen_read = false, seen_write = false;
+    for (auto it = pending_.begin(); it != pending_.end() && !(seen_read && seen_write); ++it) {
+      IoOp* op = it->ops.front();
+      bool& seen = op->kind == IoOp::Kind::kReadv ? seen_read : seen_write;
+      if (seen) continue;
+      seen = true;
+      if (TokenBucket* limiter = limiter_for(*op)) {
+        if (!op->reserved) {
+          op->not_before =
+              limiter->reserve(op->nic_bytes > 0 ? op->nic_bytes : op->io_bytes, clock_->now());
+          op->reserved = true;
+        }
+        if (op->not_before > clock_->now()) {
+          if (*next_start == Duration{0} || op->not_before < *next_start) {
+            *next_start = op->not_before;
+          }
+          continue;
+        }
       }
-      if (op->not_before > clock_->now()) {
-        *next_start = op->not_before;
-        return;
-      }
+      next = it;
+      break;
     }
+    if (next == pending_.end()) return;
+    IoOp* op = next->ops.front();
     const int sqes = op->kind == IoOp::Kind::kWritevFsync ? 2 : 1;
     if (io_uring_sq_space_left(ring_.get()) < static_cast<unsigned>(sqes)) {
       io_uring_submit(ring_.get());
       if (io_uring_sq_space_left(ring_.get()) < static_cast<unsigned>(sqes)) return;
     }
-    // The next op is the next group's: this group goes to the back of the line.
-    PendingGroup front = std::move(pending_.front());
-    pending_.pop_front();
-    front.ops.pop_front();
-    if (!front.ops.empty()) pending_.push_back(std::move(front));
+    // This group's next op is the next group's turn: it goes to the back of the line.
+    PendingGroup group = std::move(*next);
+    pending_.erase(next);
+    group.ops.pop_front();
+    if (!group.ops.empty()) pending_.push_back(std::move(group));
     io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
     if (op->kind == IoOp::Kind::kReadv) {
       io_uring_prep_readv(sqe, op->fd, op->iov.data(), static_cast<unsigned>(op->iov_count),

@@ -8,8 +8,10 @@
 //
 // An IoGroup is a set of block I/Os submitted together (a batch). The worker co-owns each group
 // (std::shared_ptr, with the batch handle) until all of the group's ops have completed, and calls
-// IoGroup::on_op_done on the worker thread once per op. Every op passes the rate limiter first.
-// Groups waiting at once are served round robin, an op at a time (fair shares, not FIFO).
+// IoGroup::on_op_done on the worker thread once per op. Every op passes its direction's rate
+// limiter first (reads and writes each have one: a full-duplex storage NIC). Groups waiting at
+// once are served round robin, an op at a time (fair shares, not FIFO), within each direction: a
+// write waiting for its limiter does not hold up a read behind it, nor a read a write.
 
 #include <sys/uio.h>
 
@@ -45,6 +47,9 @@ struct IoOp {
   std::array<iovec, 4> iov{};
   int iov_count = 0;
   int64_t io_bytes = 0;  // the sum of the iov lengths: a complete transfer returns this
+  // What the rate limiter charges (0: io_bytes): the KV the block carries, not the file's header
+  // and padding, which the modeled storage NIC does not carry at a scaled KV size.
+  int64_t nic_bytes = 0;
   size_t tag = 0;        // the group's own index for the op (which request it serves)
 
   // Filled by the worker.
@@ -70,10 +75,11 @@ class IoGroup {
 
 class IoWorker {
  public:
-  // Starts the thread. `queue_depth` ops may be in flight at once. `limiter` (may be null) must
-  // outlive the worker. kUnavailable when io_uring cannot be set up (e.g. disabled by sysctl).
-  static Result<std::unique_ptr<IoWorker>> start(int queue_depth, TokenBucket* limiter,
-                                                  Clock* clock);
+  // Starts the thread. `queue_depth` ops may be in flight at once. The limiters of reads and of
+  // writes (either may be null: unlimited) must outlive the worker. kUnavailable when io_uring
+  // cannot be set up (e.g. disabled by sysctl).
+  static Result<std::unique_ptr<IoWorker>> start(int queue_depth, TokenBucket* read_limiter,
+                                                  TokenBucket* write_limiter, Clock* clock);
   // Cancels what is still queued, waits for what is in flight, then joins the thread.
   ~IoWorker();
   IoWorker(const IoWorker&) = delete;
@@ -87,7 +93,9 @@ class IoWorker {
   void cancel(IoGroup* group);
 
  private:
-  IoWorker(int queue_depth, TokenBucket* limiter, Clock* clock);
+  IoWorker(int queue_depth, TokenBucket* read_limiter, TokenBucket* write_limiter, Clock* clock);
+  // The limiter `op` passes (null: none).
+  TokenBucket* limiter_for(const IoOp& op) const;
   Status init_ring();
   void run();
   void take_incoming();
@@ -97,8 +105,9 @@ class IoWorker {
   void arm_wake();
 
   const int queue_depth_;
-  TokenBucket* const limiter_;
-  Clock* const clock_;  // the limiter's time; set whenever limiter_ is
+  TokenBucket* const read_limiter_;
+  TokenBucket* const write_limiter_;
+  Clock* const clock_;  // the limiters' time; set whenever one is
   std::unique_ptr<io_uring> ring_;
   bool ring_ready_ = false;  // io_uring_queue_init succeeded
   int wake_fd_ = -1;
