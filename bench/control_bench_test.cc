@@ -15,7 +15,10 @@ TEST(ControlBench, EveryTurnAndTokenCrossesTheRealSchedulerAndApi) {
   o.decode_nodes = 3;
   o.rate = 20;
   o.duration_s = 1.5;
-  o.idle_s = 0.5;
+  // Longer than two heartbeats (the fake nodes' config has a 2 s lease: a 500 ms heartbeat, one
+  // reporter for every node): an idle node reports only at its heartbeat, and a 0.5 s phase could
+  // fall between two ticks (0 reports: a flake under ASan in the fresh clone of stop 44).
+  o.idle_s = 1.2;
   o.tokens = 12;
   o.clients = 4;
   auto r = run_control_bench(o, {});
