@@ -175,6 +175,22 @@ NodeHello NodeRuntime::hello() const {
   return h;
 }
 
+Result<std::shared_ptr<PeerNode>> NodeRuntime::connect_peer(const NodeHello& p) {
+  auto peer = std::make_shared<PeerNode>();
+  peer->role = p.role;
+  peer->index = p.index;
+  peer->address = p.address;
+  peer->epoch = p.epoch;
+  peer->hello = p;
+  DP_ASSIGN_OR_RETURN(peer->endpoint, worker_->connect(p.address));
+  DP_ASSIGN_OR_RETURN(peer->dram, worker_->import_region(*peer->endpoint, p.dram));
+  for (const std::vector<std::byte>& blob : p.hbm) {
+    DP_ASSIGN_OR_RETURN(auto region, worker_->import_region(*peer->endpoint, blob));
+    peer->hbm.push_back(std::move(region));
+  }
+  return peer;
+}
+
 Status NodeRuntime::connect_peers(std::span<const NodeHello> peers, bool reset) {
   if (reset) {
     MutexLock lock(peers_mu_);
@@ -187,22 +203,12 @@ Status NodeRuntime::connect_peers(std::span<const NodeHello> peers, bool reset) 
       bool same = false;
       for (const auto& q : peers_) {
         if (q->role == p.role && q->index == p.index && q->address == p.address &&
-            q->epoch == p.epoch)
+            q->epoch == p.epoch && q->endpoint->health().is_ok())
           same = true;
       }
       if (same) continue;
     }
-    auto peer = std::make_shared<PeerNode>();
-    peer->role = p.role;
-    peer->index = p.index;
-    peer->address = p.address;
-    peer->epoch = p.epoch;
-    DP_ASSIGN_OR_RETURN(peer->endpoint, worker_->connect(p.address));
-    DP_ASSIGN_OR_RETURN(peer->dram, worker_->import_region(*peer->endpoint, p.dram));
-    for (const std::vector<std::byte>& blob : p.hbm) {
-      DP_ASSIGN_OR_RETURN(auto region, worker_->import_region(*peer->endpoint, blob));
-      peer->hbm.push_back(std::move(region));
-    }
+    DP_ASSIGN_OR_RETURN(std::shared_ptr<PeerNode> peer, connect_peer(p));
     MutexLock lock(peers_mu_);
     std::erase_if(peers_, [&](const auto& q) { return q->role == p.role && q->index == p.index; });
     peers_.push_back(std::move(peer));
@@ -211,12 +217,34 @@ Status NodeRuntime::connect_peers(std::span<const NodeHello> peers, bool reset) 
 }
 
 Result<std::shared_ptr<PeerNode>> NodeRuntime::peer(NodeRole role, int index) {
+  std::shared_ptr<PeerNode> found;
+  {
+    MutexLock lock(peers_mu_);
+    for (auto& p : peers_) {
+      if (p->role == role && p->index == index) found = p;
+    }
+  }
+  if (!found) {
+    return Status::not_found(fmt::format("no {} node {} is connected to {} node {}",
+                                         role_name(role), index, role_name(setup_.role),
+                                         setup_.index));
+  }
+  if (found->endpoint->health().is_ok()) return found;
+  // Its connection failed (the peer restarted its own end, a partition healed, a transient reset)
+  // while the peer itself is still listed: connect again from the hello it was connected from,
+  // so one broken connection costs one attempt, not every attempt until the peer registers again.
+  DP_LOG_INFO("{} node {}: the connection to {} node {} failed ({}); connecting again",
+              role_name(setup_.role), setup_.index, role_name(role), index,
+              found->endpoint->health().to_string());
+  DP_ASSIGN_OR_RETURN(std::shared_ptr<PeerNode> fresh, connect_peer(found->hello));
   MutexLock lock(peers_mu_);
   for (auto& p : peers_) {
-    if (p->role == role && p->index == index) return p;
+    if (p->role != role || p->index != index) continue;
+    if (p == found) p = fresh;      // still the failed one: replace it
+    else fresh = p;                 // replaced meanwhile (a new hello, a concurrent reconnect)
+    return fresh;
   }
-  return Status::not_found(fmt::format("no {} node {} is connected to {} node {}", role_name(role),
-                                       index, role_name(setup_.role), setup_.index));
+  return fresh;  // dropped meanwhile (a reset): use ours for this request only
 }
 
 }  // namespace dualpath::engine

@@ -87,6 +87,7 @@ struct PeerNode {
   int index = 0;
   std::vector<std::byte> address;  // its UCX worker address: a restarted peer has a new one
   uint64_t epoch = 0;               // its registration (NodeHello::epoch)
+  NodeHello hello;                  // what it was connected from: a failed connection is remade
   std::unique_ptr<transport::Endpoint> endpoint;
   std::unique_ptr<transport::RemoteRegion> dram;               // its DRAM buffer pool
   std::vector<std::unique_ptr<transport::RemoteRegion>> hbm;  // its engines' HBM arenas
@@ -105,8 +106,8 @@ class NodeRuntime {
   // a peer already connected at the same address and epoch is kept; one at a new address (it
   // restarted) or epoch (it registered again, e.g. after a partition that may have broken its
   // connections) is replaced, its old connection living on only while requests still hold it.
-  // With `reset`, every existing connection is dropped first (this node is rejoining).
-  // Thread-safe.
+  // With `reset`, every existing connection is dropped first (this node is rejoining). A peer
+  // whose connection has failed is never kept. Thread-safe.
   Status connect_peers(std::span<const NodeHello> peers, bool reset = false);
 
   const NodeSetup& setup() const { return setup_; }
@@ -140,6 +141,8 @@ class NodeRuntime {
   Result<std::shared_ptr<PeerNode>> peer(NodeRole role, int index);
 
  private:
+  // Connects to one peer and imports its regions (no lock held: UCX calls).
+  Result<std::shared_ptr<PeerNode>> connect_peer(const NodeHello& p);
   explicit NodeRuntime(NodeSetup setup) : setup_(std::move(setup)) {}
 
   NodeSetup setup_;
