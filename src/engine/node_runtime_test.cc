@@ -9,25 +9,13 @@
 #include <future>
 #include <thread>
 
+#include "engine/test_node_setup.h"
 #include "store/temp_dir.h"
 
 namespace dualpath::engine {
 namespace {
 
 using namespace std::chrono_literals;
-
-NodeSetup setup_of(NodeRole role, const std::string& dir) {
-  NodeSetup s;
-  s.role = role;
-  s.index = 0;
-  s.backend.compute = "cpu";
-  s.backend.model = "tiny";
-  s.data_paths = {dir};
-  s.dram_buffer_bytes = 8u << 20;
-  s.hbm_bytes = 8u << 20;
-  s.timeout = 20s;
-  return s;
-}
 
 constexpr uint16_t kProbeAm = 40;
 
@@ -37,9 +25,9 @@ TEST(NodeRuntime, APeerWhoseConnectionFailedIsConnectedAgainOnItsNextUse) {
   // end when it rejoined. The CI run of stop 44 lost four attempts of one turn in a row to such
   // an endpoint: the table kept handing it out until the peer registered again.
   store::TempDir pdir, ddir;
-  auto pe = NodeRuntime::create(setup_of(NodeRole::kPrefill, pdir.path()));
+  auto pe = NodeRuntime::create(test_node_setup(NodeRole::kPrefill, pdir.path(), 8u << 20));
   ASSERT_TRUE(pe.is_ok()) << pe.status().to_string();
-  auto de = NodeRuntime::create(setup_of(NodeRole::kDecode, ddir.path()));
+  auto de = NodeRuntime::create(test_node_setup(NodeRole::kDecode, ddir.path(), 8u << 20));
   ASSERT_TRUE(de.is_ok()) << de.status().to_string();
   NodeHello de_hello = (*de)->hello();
   de_hello.epoch = 1;

@@ -19,6 +19,7 @@
 #include "control/convert.h"
 #include "control/node_client.h"
 #include "control/rpc.h"
+#include "engine/test_node_setup.h"
 #include "store/temp_dir.h"
 
 namespace dualpath::node {
@@ -123,17 +124,9 @@ class FakeScheduler final : public pb::Scheduler::Service {
 };
 
 engine::NodeSetup decode_setup(const std::string& dir, Duration buffer_ttl = 0s) {
-  engine::NodeSetup setup;
-  setup.role = engine::NodeRole::kDecode;
-  setup.index = 0;
-  setup.backend.compute = "cpu";
-  setup.backend.model = "tiny";
-  setup.data_paths = {dir};
-  setup.dram_buffer_bytes = 16u << 20;
-  setup.hbm_bytes = 16u << 20;
+  engine::NodeSetup setup = engine::test_node_setup(engine::NodeRole::kDecode, dir);
   setup.report_interval = 20ms;
   setup.buffer_ttl = buffer_ttl;
-  setup.timeout = 20s;
   return setup;
 }
 
