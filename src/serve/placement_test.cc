@@ -33,6 +33,16 @@ sched::SchedRequest request(int64_t id) {
   return r;
 }
 
+// Places request `id` on a thread of its own; `placed` is set (release) once it is.
+std::thread place_in_background(Placer& placer, const ManualClock& clock, int64_t id,
+                                std::atomic<bool>& placed) {
+  return std::thread([&placer, &clock, &placed, id] {
+    auto c = placer.place(request(id), clock.now() + 10s, {});
+    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
+    placed.store(true, std::memory_order_release);
+  });
+}
+
 TEST(Placer, TurnsArePlacedAtOnceWhileTheEnginesKeepUpAndAtTheNextFetchOnceTheyWait) {
   ManualClock clock;
   Placer placer(sched::ClusterShape{}, paper_params(), 50ms, clock);
@@ -48,11 +58,7 @@ TEST(Placer, TurnsArePlacedAtOnceWhileTheEnginesKeepUpAndAtTheNextFetchOnceTheyW
   // on the groups fetch once per interval, on the clock.
   placer.set_node_alive(1, false);
   std::atomic<bool> placed{false};  // release by the placer's caller, acquire by the test
-  std::thread third([&] {
-    auto c = placer.place(request(3), clock.now() + 10s, {});
-    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
-    placed.store(true, std::memory_order_release);
-  });
+  std::thread third = place_in_background(placer, clock, 3, placed);
   std::this_thread::sleep_for(30ms);  // real time passes, not the clock's
   placer.set_node_alive(1, true);
   std::this_thread::sleep_for(30ms);
@@ -75,11 +81,7 @@ TEST(Placer, ATurnQueuedByItsOwnFetchIsPlacedAtTheNextIntervalOnceTheEnginesFree
   auto first = placer.place(request(1), clock.now() + 10s, {});
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
   std::atomic<bool> placed{false};  // release by the placer's caller, acquire by the test
-  std::thread second([&] {
-    auto c = placer.place(request(2), clock.now() + 10s, {});
-    EXPECT_TRUE(c.is_ok()) << c.status().to_string();
-    placed.store(true, std::memory_order_release);
-  });
+  std::thread second = place_in_background(placer, clock, 2, placed);
   std::this_thread::sleep_for(30ms);  // real time passes, not the clock's
   EXPECT_FALSE(placed.load(std::memory_order_acquire)) << "placed while the HBM was held";
   first->finish_all();  // the first turn ends: its HBM is free

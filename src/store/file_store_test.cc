@@ -38,6 +38,21 @@ FileStoreOptions options_for(std::vector<std::string> paths, bool direct) {
 
 size_t count_files(const std::string& dir) { return count_regular_files(dir); }
 
+// Stores `keys` with no NIC limit, then opens the same store again behind `nic`.
+Result<std::unique_ptr<FileStore>> stored_then_behind(FileStoreOptions opts,
+                                                      const std::vector<BlockKey>& keys,
+                                                      StorageNic& nic) {
+  {
+    auto fast = FileStore::open(opts);
+    if (!fast.is_ok()) return fast.status();
+    for (const Status& st : write_blocks(**fast, keys)) {
+      if (!st.is_ok()) return st;
+    }
+  }
+  opts.storage_nic = &nic;
+  return FileStore::open(opts);
+}
+
 class FileStoreTest : public ::testing::TestWithParam<bool> {
  protected:
   bool direct() const { return GetParam(); }
@@ -286,13 +301,7 @@ TEST(FileStoreNic, CancelledReadsEndAbortedOrCompleteButNeverWrong) {
   auto opts = options_for({tmp.path()}, false);
   SteadyClock clock;
   StorageNic nic(kSlowGbps, clock, /*burst_bytes=*/1);
-  {
-    auto fast = FileStore::open(opts);
-    ASSERT_TRUE(fast.is_ok());
-    write_blocks(**fast, {test_key(1), test_key(2)});
-  }
-  opts.storage_nic = &nic;
-  auto store = FileStore::open(opts);
+  auto store = stored_then_behind(opts, {test_key(1), test_key(2)}, nic);
   ASSERT_TRUE(store.is_ok());
   const auto n = static_cast<size_t>(kLayout.full_block_bytes());
   auto b1 = AlignedBuffer::allocate(n).value();
@@ -317,15 +326,9 @@ TEST(FileStoreNic, CancelledReadsEndAbortedOrCompleteButNeverWrong) {
 TEST(FileStoreNic, WritesAndReadsEachHaveTheirOwnDirectionOfTheNic) {
   TempDir tmp;
   auto opts = options_for({tmp.path()}, false);
-  {
-    auto fast = FileStore::open(opts);
-    ASSERT_TRUE(fast.is_ok());
-    write_blocks(**fast, {test_key(1)});
-  }
   SteadyClock clock;
   StorageNic nic(kSlowGbps, clock, /*burst_bytes=*/1);
-  opts.storage_nic = &nic;
-  auto store = FileStore::open(opts);
+  auto store = stored_then_behind(opts, {test_key(1)}, nic);
   ASSERT_TRUE(store.is_ok());
   const auto n = static_cast<size_t>(kLayout.full_block_bytes());
   // Another read holds the read direction for about 2 s.
@@ -348,18 +351,12 @@ TEST(FileStoreNic, ConcurrentBatchesShareTheNicInsteadOfQueueingBehindEachOther)
   TempDir tmp;
   auto opts = options_for({tmp.path()}, false);
   constexpr uint64_t kBig = 40;
-  {
-    auto fast = FileStore::open(opts);
-    ASSERT_TRUE(fast.is_ok());
-    std::vector<BlockKey> keys;
-    for (uint64_t i = 1; i <= kBig + 1; ++i) keys.push_back(test_key(i));
-    write_blocks(**fast, keys);
-  }
+  std::vector<BlockKey> keys;
+  for (uint64_t i = 1; i <= kBig + 1; ++i) keys.push_back(test_key(i));
   // ~5 ms per block: the big batch needs ~200 ms of NIC time, the small one ~5 ms.
   SteadyClock clock;
   StorageNic nic(0.03, clock, /*burst_bytes=*/1);
-  opts.storage_nic = &nic;
-  auto store = FileStore::open(opts);
+  auto store = stored_then_behind(opts, keys, nic);
   ASSERT_TRUE(store.is_ok());
   const auto n = static_cast<size_t>(kLayout.full_block_bytes());
   std::vector<AlignedBuffer> bufs;
@@ -415,15 +412,10 @@ TEST(FileStoreEviction, NeverEvictsABlockWhileItIsBeingRead) {
   TempDir tmp;
   auto opts = options_for({tmp.path()}, false);
   opts.capacity_bytes = 3 * block_file_bytes(kLayout);
-  {
-    auto fast = FileStore::open(opts);
-    ASSERT_TRUE(fast.is_ok());
-    write_blocks(**fast, {test_key(0), test_key(1), test_key(2)});  // 0 is the LRU block
-  }
   SteadyClock clock;
   StorageNic nic(kSlowGbps, clock, /*burst_bytes=*/1);
-  opts.storage_nic = &nic;
-  auto store = FileStore::open(opts);
+  // Block 0 is the LRU block.
+  auto store = stored_then_behind(opts, {test_key(0), test_key(1), test_key(2)}, nic);
   ASSERT_TRUE(store.is_ok());
   const auto n = static_cast<size_t>(kLayout.full_block_bytes());
   auto buf = AlignedBuffer::allocate(n).value();
