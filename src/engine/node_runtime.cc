@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "common/log.h"
 #include "compute/cpu_weights.h"
@@ -192,9 +193,12 @@ Result<std::shared_ptr<PeerNode>> NodeRuntime::connect_peer(const NodeHello& p) 
 }
 
 Status NodeRuntime::connect_peers(std::span<const NodeHello> peers, bool reset) {
+  // Connections dropped here are closed after the lock is released (closing one waits for UCX);
+  // requests in flight keep theirs alive (shared_ptr).
+  std::vector<std::shared_ptr<PeerNode>> dropped;
   if (reset) {
     MutexLock lock(peers_mu_);
-    peers_.clear();  // requests in flight keep theirs alive (shared_ptr)
+    dropped.swap(peers_);
   }
   for (const NodeHello& p : peers) {
     if (p.role == setup_.role) continue;
@@ -210,6 +214,9 @@ Status NodeRuntime::connect_peers(std::span<const NodeHello> peers, bool reset) 
     }
     DP_ASSIGN_OR_RETURN(std::shared_ptr<PeerNode> peer, connect_peer(p));
     MutexLock lock(peers_mu_);
+    for (auto& q : peers_) {
+      if (q->role == p.role && q->index == p.index) dropped.push_back(q);
+    }
     std::erase_if(peers_, [&](const auto& q) { return q->role == p.role && q->index == p.index; });
     peers_.push_back(std::move(peer));
   }
@@ -236,15 +243,21 @@ Result<std::shared_ptr<PeerNode>> NodeRuntime::peer(NodeRole role, int index) {
   DP_LOG_INFO("{} node {}: the connection to {} node {} failed ({}); connecting again",
               role_name(setup_.role), setup_.index, role_name(role), index,
               found->endpoint->health().to_string());
+  std::shared_ptr<PeerNode> unused;  // destroyed after the lock (closing an endpoint waits)
   DP_ASSIGN_OR_RETURN(std::shared_ptr<PeerNode> fresh, connect_peer(found->hello));
-  MutexLock lock(peers_mu_);
-  for (auto& p : peers_) {
-    if (p->role != role || p->index != index) continue;
-    if (p == found) p = fresh;      // still the failed one: replace it
-    else fresh = p;                 // replaced meanwhile (a new hello, a concurrent reconnect)
-    return fresh;
+  {
+    MutexLock lock(peers_mu_);
+    for (auto& p : peers_) {
+      if (p->role != role || p->index != index) continue;
+      if (p == found) {
+        p = fresh;  // still the failed one: replace it
+      } else {
+        unused = std::exchange(fresh, p);  // replaced meanwhile (a new hello, another reconnect)
+      }
+      break;
+    }
   }
-  return fresh;  // dropped meanwhile (a reset): use ours for this request only
+  return fresh;  // (if a reset dropped it meanwhile, ours serves this request only)
 }
 
 }  // namespace dualpath::engine
