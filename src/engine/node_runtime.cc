@@ -176,6 +176,9 @@ NodeHello NodeRuntime::hello() const {
   return h;
 }
 
+// How long after a failed attempt to remake a peer's connection the next one waits.
+constexpr Duration kPeerRetryInterval = std::chrono::seconds(1);
+
 Result<std::shared_ptr<PeerNode>> NodeRuntime::connect_peer(const NodeHello& p) {
   auto peer = std::make_shared<PeerNode>();
   peer->role = p.role;
@@ -236,15 +239,25 @@ Result<std::shared_ptr<PeerNode>> NodeRuntime::peer(NodeRole role, int index) {
                                          role_name(role), index, role_name(setup_.role),
                                          setup_.index));
   }
-  if (found->endpoint->health().is_ok()) return found;
+  const Status health = found->endpoint->health();
+  if (health.is_ok()) return found;
   // Its connection failed (the peer restarted its own end, a partition healed, a transient reset)
   // while the peer itself is still listed: connect again from the hello it was connected from,
   // so one broken connection costs one attempt, not every attempt until the peer registers again.
+  // A failed attempt holds the next one off for kPeerRetryInterval.
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(clock_.now()).count();
+  if (now_ns < found->retry_at_ns.load(std::memory_order_relaxed)) return health;
   DP_LOG_INFO("{} node {}: the connection to {} node {} failed ({}); connecting again",
-              role_name(setup_.role), setup_.index, role_name(role), index,
-              found->endpoint->health().to_string());
+              role_name(setup_.role), setup_.index, role_name(role), index, health.to_string());
   std::shared_ptr<PeerNode> unused;  // destroyed after the lock (closing an endpoint waits)
-  DP_ASSIGN_OR_RETURN(std::shared_ptr<PeerNode> fresh, connect_peer(found->hello));
+  Result<std::shared_ptr<PeerNode>> remade = connect_peer(found->hello);
+  if (!remade.is_ok()) {
+    found->retry_at_ns.store(
+        now_ns + std::chrono::duration_cast<std::chrono::nanoseconds>(kPeerRetryInterval).count(),
+        std::memory_order_relaxed);
+    return remade.status();
+  }
+  std::shared_ptr<PeerNode> fresh = std::move(remade).value();
   {
     MutexLock lock(peers_mu_);
     for (auto& p : peers_) {

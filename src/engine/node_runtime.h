@@ -17,6 +17,7 @@
 // immutable. Destruction order is the reverse of the member order below: imported regions
 // before endpoints, the traffic manager before the worker, registered memory before the worker.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -88,6 +89,9 @@ struct PeerNode {
   std::vector<std::byte> address;  // its UCX worker address: a restarted peer has a new one
   uint64_t epoch = 0;               // its registration (NodeHello::epoch)
   NodeHello hello;                  // what it was connected from: a failed connection is remade
+  // After a failed attempt to remake it, the node's clock time before which no other is made
+  // (a peer that is really gone costs one attempt per interval, not one per request).
+  std::atomic<int64_t> retry_at_ns{0};
   std::unique_ptr<transport::Endpoint> endpoint;
   std::unique_ptr<transport::RemoteRegion> dram;               // its DRAM buffer pool
   std::vector<std::unique_ptr<transport::RemoteRegion>> hbm;  // its engines' HBM arenas

@@ -17,7 +17,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint16_t kProbeAm = 40;
+constexpr uint16_t kStuckAm = 40;  // the message that passes its deadline
+constexpr uint16_t kProbeAm = 41;  // a message over the new connection
 
 TEST(NodeRuntime, APeerWhoseConnectionFailedIsConnectedAgainOnItsNextUse) {
   // A connection can fail while both nodes live on: an operation passes its deadline (the peer
@@ -25,6 +26,9 @@ TEST(NodeRuntime, APeerWhoseConnectionFailedIsConnectedAgainOnItsNextUse) {
   // end when it rejoined. The CI run of stop 44 lost four attempts of one turn in a row to such
   // an endpoint: the table kept handing it out until the peer registered again.
   store::TempDir pdir, ddir;
+  // Declared before the runtimes: the decode node's handlers and a late rendezvous use them.
+  std::atomic<int> probes{0};
+  std::vector<std::byte> payload(4u << 20, std::byte{7});
   auto pe = NodeRuntime::create(test_node_setup(NodeRole::kPrefill, pdir.path(), 8u << 20));
   ASSERT_TRUE(pe.is_ok()) << pe.status().to_string();
   auto de = NodeRuntime::create(test_node_setup(NodeRole::kDecode, ddir.path(), 8u << 20));
@@ -32,21 +36,26 @@ TEST(NodeRuntime, APeerWhoseConnectionFailedIsConnectedAgainOnItsNextUse) {
   NodeHello de_hello = (*de)->hello();
   de_hello.epoch = 1;
   ASSERT_TRUE((*pe)->connect_peers(std::span(&de_hello, 1)).is_ok());
-  std::atomic<int> probes{0};
-  ASSERT_TRUE((*de)->worker().set_am_handler(kProbeAm, [&](const transport::AmMessage&) {
-    probes.fetch_add(1);
-  }).is_ok());
+  ASSERT_TRUE((*de)->worker().set_am_handler(kStuckAm, [](const transport::AmMessage&) {}).is_ok());
+  ASSERT_TRUE(
+      (*de)
+          ->worker()
+          .set_am_handler(kProbeAm, [&](const transport::AmMessage&) { probes.fetch_add(1); })
+          .is_ok());
 
   auto first = (*pe)->peer(NodeRole::kDecode, 0);
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
   ASSERT_TRUE((*first)->endpoint->health().is_ok());
-  // The decode node's progress thread is held: a rendezvous message to it cannot complete, passes
-  // its deadline, and the prefill node's endpoint to it is closed.
-  std::promise<void> release;
+  // The decode node's progress thread is held: a 4 MiB message to it cannot complete, passes its
+  // deadline, and the prefill node's endpoint to it is failed.
+  std::promise<void> release, entered;
   std::shared_future<void> released = release.get_future().share();
-  (*de)->worker().post([released] { released.wait_for(30s); });
-  std::vector<std::byte> payload(4u << 20, std::byte{7});
-  auto stuck = (*pe)->worker().send_am(*(*first)->endpoint, kProbeAm, {}, payload,
+  (*de)->worker().post([released, &entered] {
+    entered.set_value();
+    released.wait_for(30s);
+  });
+  entered.get_future().wait();
+  auto stuck = (*pe)->worker().send_am(*(*first)->endpoint, kStuckAm, {}, payload,
                                        transport::OpOptions{300ms, {}});
   ASSERT_TRUE(stuck.is_ok()) << stuck.status().to_string();
   Status timed_out = stuck->wait_for(20s);

@@ -10,7 +10,8 @@
 
 namespace dualpath::engine {
 
-inline NodeSetup test_node_setup(NodeRole role, const std::string& dir,
+inline NodeSetup test_node_setup(NodeRole role,
+                                 const std::string& dir,
                                  uint64_t buffer_bytes = 16u << 20) {
   NodeSetup s;
   s.role = role;

@@ -128,7 +128,8 @@ struct HugePageAllocator {
 };
 
 // Faults in the pages of `ranges` (each from a HugePageAllocator: 2 MiB aligned) on a thread of
-// its own, all of them from the front at the same pace, as the logs fill. An offline run at
+// its own, from the front of all of them at once, ahead of the simulation (which fills them at
+// about the same pace, one entry per turn; the thread is far faster). An offline run at
 // 48P96D reserves ~750 MB of logs, and the kernel zeroing their pages as the simulation first
 // wrote them was 7 % of its time (perf: clear_page_erms under the log's push_back). The kernel
 // populates the page tables (MADV_POPULATE_WRITE, Linux 5.14); the memory is not written from
