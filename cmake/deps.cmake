@@ -9,6 +9,11 @@ pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # the tests' and bench's HTTP client
+# cpp-httplib 0.11.4 (Debian 12) sends with flags 0: a write to a connection the server has
+# closed raises SIGPIPE and kills the client process (dp_api_test died so once in CI-like runs,
+# with no output). Later versions default to MSG_NOSIGNAL on Linux; so do we.
+set_property(TARGET PkgConfig::HTTPLIB APPEND PROPERTY
+             INTERFACE_COMPILE_DEFINITIONS CPPHTTPLIB_SEND_FLAGS=MSG_NOSIGNAL)
 find_package(Boost 1.74 REQUIRED)                                  # the API's server: Beast on Asio (header-only)
 find_package(OpenSSL REQUIRED)                                     # SHA-256 of API keys, HTTPS
 find_package(prometheus-cpp CONFIG REQUIRED)                       # /metrics
