@@ -12,8 +12,11 @@
 #include <limits>
 #include <numeric>
 #include <span>
+#include <string_view>
 #include <system_error>
 #include <thread>
+#include <type_traits>
+#include <unordered_map>
 
 #include "common/percentiles.h"
 #include "sched/batcher.h"
@@ -660,10 +663,17 @@ void ClusterSim::build() {
   reqs_.resize(agents_.size());
   requests_.resize(agents_.size());
   agent_finish_.assign(agents_.size(), std::numeric_limits<double>::infinity());
+  // Agents that replay the same trajectory have the same turns (offline 64K at 48P96D: 49,152
+  // agents over 500 trajectories). Each Req points at one copy of its list, so the turns the
+  // event loop reads take 2 MB of cache instead of 190 MB of scattered pages.
+  static_assert(std::has_unique_object_representations_v<workload::TurnShape>);
+  std::unordered_map<std::string_view, const workload::TurnShape*> distinct_turns;
   for (size_t a = 0; a < agents_.size(); ++a) {
     Req& r = reqs_[a];
     const AgentPlan& plan = agents_[a];
-    r.turns = plan.turns.data();
+    const std::string_view bytes(reinterpret_cast<const char*>(plan.turns.data()),
+                                 plan.turns.size() * sizeof(workload::TurnShape));
+    r.turns = distinct_turns.try_emplace(bytes, plan.turns.data()).first->second;
     r.nturns = static_cast<uint32_t>(plan.turns.size());
     r.think_s = plan.think_s.data();
     r.nthink = static_cast<uint32_t>(plan.think_s.size());
@@ -957,9 +967,9 @@ void ClusterSim::on_arrive(uint32_t a) {
   }
   if (r.turn == 0) {
     ++agents_arrived_;
-    const workload::TurnShape& last = plan.turns.back();
+    const workload::TurnShape& last = r.turns[r.nturns - 1];
     arrived_length_sum_ += static_cast<double>(last.prompt_tokens + last.gen_tokens);
-    arrived_turns_sum_ += static_cast<double>(plan.turns.size());
+    arrived_turns_sum_ += static_cast<double>(r.nturns);
     for (double think : plan.think_s) arrived_think_sum_ += think;
   }
   r.gen = std::max<int64_t>(1, t.gen_tokens);
