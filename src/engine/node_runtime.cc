@@ -181,10 +181,6 @@ constexpr Duration kPeerRetryInterval = std::chrono::seconds(1);
 
 Result<std::shared_ptr<PeerNode>> NodeRuntime::connect_peer(const NodeHello& p) {
   auto peer = std::make_shared<PeerNode>();
-  peer->role = p.role;
-  peer->index = p.index;
-  peer->address = p.address;
-  peer->epoch = p.epoch;
   peer->hello = p;
   DP_ASSIGN_OR_RETURN(peer->endpoint, worker_->connect(p.address));
   DP_ASSIGN_OR_RETURN(peer->dram, worker_->import_region(*peer->endpoint, p.dram));
@@ -209,8 +205,9 @@ Status NodeRuntime::connect_peers(std::span<const NodeHello> peers, bool reset) 
       MutexLock lock(peers_mu_);
       bool same = false;
       for (const auto& q : peers_) {
-        if (q->role == p.role && q->index == p.index && q->address == p.address &&
-            q->epoch == p.epoch && q->endpoint->health().is_ok())
+        if (q->hello.role == p.role && q->hello.index == p.index &&
+            q->hello.address == p.address && q->hello.epoch == p.epoch &&
+            q->endpoint->health().is_ok())
           same = true;
       }
       if (same) continue;
@@ -218,9 +215,11 @@ Status NodeRuntime::connect_peers(std::span<const NodeHello> peers, bool reset) 
     DP_ASSIGN_OR_RETURN(std::shared_ptr<PeerNode> peer, connect_peer(p));
     MutexLock lock(peers_mu_);
     for (auto& q : peers_) {
-      if (q->role == p.role && q->index == p.index) dropped.push_back(q);
+      if (q->hello.role == p.role && q->hello.index == p.index) dropped.push_back(q);
     }
-    std::erase_if(peers_, [&](const auto& q) { return q->role == p.role && q->index == p.index; });
+    std::erase_if(peers_, [&](const auto& q) {
+      return q->hello.role == p.role && q->hello.index == p.index;
+    });
     peers_.push_back(std::move(peer));
   }
   return Status::ok();
@@ -231,7 +230,7 @@ Result<std::shared_ptr<PeerNode>> NodeRuntime::peer(NodeRole role, int index) {
   {
     MutexLock lock(peers_mu_);
     for (auto& p : peers_) {
-      if (p->role == role && p->index == index) found = p;
+      if (p->hello.role == role && p->hello.index == index) found = p;
     }
   }
   if (!found) {
@@ -261,7 +260,7 @@ Result<std::shared_ptr<PeerNode>> NodeRuntime::peer(NodeRole role, int index) {
   {
     MutexLock lock(peers_mu_);
     for (auto& p : peers_) {
-      if (p->role != role || p->index != index) continue;
+      if (p->hello.role != role || p->hello.index != index) continue;
       if (p == found) {
         p = fresh;  // still the failed one: replace it
       } else {

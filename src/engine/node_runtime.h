@@ -84,11 +84,9 @@ store::ModelFingerprint kv_fingerprint(const BackendSpec& backend);
 // A peer node of the other role: our endpoint to it and its regions, imported for that endpoint.
 // Members are destroyed bottom up: the imported regions before the endpoint they came through.
 struct PeerNode {
-  NodeRole role = NodeRole::kDecode;
-  int index = 0;
-  std::vector<std::byte> address;  // its UCX worker address: a restarted peer has a new one
-  uint64_t epoch = 0;               // its registration (NodeHello::epoch)
-  NodeHello hello;                  // what it was connected from: a failed connection is remade
+  // What it was connected from: its role and index, its UCX worker address (a restarted peer
+  // has a new one), its registration's epoch; a failed connection is remade from it.
+  NodeHello hello;
   // After a failed attempt to remake it, the node's clock time before which no other is made
   // (a peer that is really gone costs one attempt per interval, not one per request).
   std::atomic<int64_t> retry_at_ns{0};

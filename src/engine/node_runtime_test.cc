@@ -68,7 +68,7 @@ TEST(NodeRuntime, APeerWhoseConnectionFailedIsConnectedAgainOnItsNextUse) {
   ASSERT_TRUE(again.is_ok()) << again.status().to_string();
   EXPECT_NE(again->get(), first->get());
   EXPECT_TRUE((*again)->endpoint->health().is_ok());
-  EXPECT_EQ((*again)->epoch, 1u);
+  EXPECT_EQ((*again)->hello.epoch, 1u);
   EXPECT_EQ((*again)->hbm.size(), de_hello.hbm.size());
   const int before = probes.load();
   std::vector<std::byte> small(64, std::byte{1});

@@ -970,7 +970,7 @@ void ClusterSim::on_arrive(uint32_t a) {
     const workload::TurnShape& last = r.turns[r.nturns - 1];
     arrived_length_sum_ += static_cast<double>(last.prompt_tokens + last.gen_tokens);
     arrived_turns_sum_ += static_cast<double>(r.nturns);
-    for (double think : plan.think_s) arrived_think_sum_ += think;
+    for (uint32_t i = 0; i < r.nthink; ++i) arrived_think_sum_ += r.think_s[i];
   }
   r.gen = std::max<int64_t>(1, t.gen_tokens);
   // The scheduler's request, as the live service builds it (sched/turn_plan.h).
